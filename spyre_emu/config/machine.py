@@ -1,0 +1,224 @@
+"""What the card is: one frozen dataclass per hardware unit, filled from TOML.
+
+Every field is in the unit its name says (``_cycles`` are core clock cycles,
+``_bytes`` are bytes). Sources for the default values live in ``configs/spyre.toml``.
+Each class's ``problems()`` lists impossible values as (key, message) pairs so the
+loader can name the exact key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STICK_BYTES = 128  # the unit of every transfer on Spyre (torch-spyre, high confidence)
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "fp8": 1, "int8": 1}
+
+Problems = list[tuple[str, str]]
+
+
+def _pow2(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def _positive(obj: object, *names: str) -> Problems:
+    return [(n, "must be > 0") for n in names if getattr(obj, n) <= 0]
+
+
+def _non_negative(obj: object, *names: str) -> Problems:
+    return [(n, "must be >= 0") for n in names if getattr(obj, n) < 0]
+
+
+def _powers_of_two(obj: object, *names: str) -> Problems:
+    return [(n, "must be a power of two") for n in names if not _pow2(getattr(obj, n))]
+
+
+@dataclass(frozen=True)
+class Clock:
+    ghz: float
+
+    def problems(self) -> Problems:
+        return _positive(self, "ghz")
+
+
+@dataclass(frozen=True)
+class Cores:
+    count: int
+    corelets: int
+
+    def problems(self) -> Problems:
+        bad = _positive(self, "count", "corelets")
+        return bad + ([("corelets", "the unit program format has 2 corelets per core")]
+                      if self.corelets != 2 else [])
+
+
+@dataclass(frozen=True)
+class PtArray:
+    pe_rows: int
+    pe_cols: int
+    rows_per_pass: int
+    cols_per_pass: int
+    fill_cycles: int
+    drain_cycles: int
+    lanes: dict[str, int]
+
+    def problems(self) -> Problems:
+        bad = _positive(self, "pe_rows", "pe_cols", "rows_per_pass", "cols_per_pass")
+        bad += _non_negative(self, "fill_cycles", "drain_cycles")
+        bad += [(f"lanes.{d}", "must be a power of two") for d, n in self.lanes.items()
+                if not _pow2(n)]
+        bad += [(f"lanes.{d}", f"unknown dtype; expected one of {sorted(DTYPE_BYTES)}")
+                for d in self.lanes if d not in DTYPE_BYTES]
+        return bad
+
+    def macs_per_cycle(self, dtype: str) -> int:
+        """Peak MACs per cycle of one corelet's array for ``dtype``."""
+        return self.pe_rows * self.pe_cols * self.lanes[dtype]
+
+
+@dataclass(frozen=True)
+class Sfu:
+    lanes_fp16: int
+    latency_cycles: int
+    cost_cycles: dict[str, int]
+
+    def problems(self) -> Problems:
+        bad = _positive(self, "lanes_fp16") + _non_negative(self, "latency_cycles")
+        need = {"simple", "transcendental", "reduce"}
+        bad += [(f"cost_cycles.{c}", "missing cost class") for c in sorted(need - set(self.cost_cycles))]
+        bad += [(f"cost_cycles.{c}", "must be > 0") for c, v in self.cost_cycles.items() if v <= 0]
+        return bad
+
+
+@dataclass(frozen=True)
+class Dma:
+    max_burst_bytes: int
+    max_inflight_bytes: int
+
+    def problems(self) -> Problems:
+        bad = _powers_of_two(self, "max_burst_bytes", "max_inflight_bytes")
+        if self.max_burst_bytes < STICK_BYTES:
+            bad.append(("max_burst_bytes", f"must be at least one stick ({STICK_BYTES} B)"))
+        if self.max_inflight_bytes < self.max_burst_bytes:
+            bad.append(("max_inflight_bytes", "must be at least max_burst_bytes"))
+        return bad
+
+
+@dataclass(frozen=True)
+class Fifo:
+    depth_sticks: int
+
+    def problems(self) -> Problems:
+        return _positive(self, "depth_sticks")
+
+
+@dataclass(frozen=True)
+class Lx:
+    size_bytes: int
+    port_bytes_per_cycle: int
+
+    def problems(self) -> Problems:
+        bad = _powers_of_two(self, "size_bytes")
+        if self.port_bytes_per_cycle != STICK_BYTES:
+            bad.append(("port_bytes_per_cycle", f"the engine moves one {STICK_BYTES} B stick per port cycle"))
+        return bad
+
+
+@dataclass(frozen=True)
+class Ring:
+    link_bytes_per_cycle: int
+    hop_latency_cycles: int
+    stops: tuple[str, ...]
+
+    def problems(self) -> Problems:
+        bad = _non_negative(self, "hop_latency_cycles")
+        if self.link_bytes_per_cycle != STICK_BYTES:
+            bad.append(("link_bytes_per_cycle", f"the engine moves one {STICK_BYTES} B stick per link cycle"))
+        if len(set(self.stops)) != len(self.stops):
+            bad.append(("stops", "a stop is listed twice"))
+        return bad
+
+
+@dataclass(frozen=True)
+class Dram:
+    size_bytes: int
+    channels: int
+    controllers: int
+    banks: int
+    row_bytes: int
+    interleave_bytes: int
+    page_policy: str
+    stick_cycles: int
+    t_rcd_cycles: int
+    t_rl_cycles: int
+    t_wl_cycles: int
+    t_rp_cycles: int
+    t_ras_cycles: int
+    t_wr_cycles: int
+    t_wtr_cycles: int
+    t_rtw_cycles: int
+    t_refi_cycles: int
+    t_rfc_cycles: int
+
+    def problems(self) -> Problems:
+        bad = _powers_of_two(self, "channels", "controllers", "banks", "row_bytes", "interleave_bytes")
+        bad += _positive(self, "size_bytes", "stick_cycles", "t_refi_cycles")
+        bad += _non_negative(self, *[f for f in self.__dataclass_fields__ if f.startswith("t_")])
+        if self.interleave_bytes < STICK_BYTES or self.interleave_bytes > self.row_bytes:
+            bad.append(("interleave_bytes", f"must be between {STICK_BYTES} and row_bytes"))
+        if self.page_policy not in ("open", "closed"):
+            bad.append(("page_policy", "must be \"open\" or \"closed\""))
+        if self.controllers > self.channels:
+            bad.append(("controllers", "cannot exceed channels"))
+        if self.t_rfc_cycles >= self.t_refi_cycles:
+            bad.append(("t_rfc_cycles", "must be shorter than t_refi_cycles"))
+        return bad
+
+    def peak_bytes_per_cycle(self) -> float:
+        return self.channels * STICK_BYTES / self.stick_cycles
+
+
+@dataclass(frozen=True)
+class Pcie:
+    gen: int
+    lanes: int
+    gbytes_per_s: float
+    max_payload_bytes: int
+    tlp_overhead_bytes: int
+    latency_cycles: int
+
+    def problems(self) -> Problems:
+        bad = _positive(self, "gen", "lanes", "gbytes_per_s")
+        bad += _powers_of_two(self, "max_payload_bytes")
+        return bad + _non_negative(self, "tlp_overhead_bytes", "latency_cycles")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The whole card. ``problems()`` also checks what spans units (ring stops)."""
+
+    clock: Clock
+    cores: Cores
+    pt: PtArray
+    sfu: Sfu
+    dma: Dma
+    fifo: Fifo
+    lx: Lx
+    ring: Ring
+    dram: Dram
+    pcie: Pcie
+
+    def problems(self) -> Problems:
+        bad: Problems = []
+        for name in self.__dataclass_fields__:
+            bad += [(f"{name}.{key}", msg) for key, msg in getattr(self, name).problems()]
+        want = {f"core{i}" for i in range(self.cores.count)}
+        want |= {f"mc{i}" for i in range(self.dram.controllers)} | {"pcie"}
+        have = set(self.ring.stops)
+        if have != want:
+            missing, extra = sorted(want - have), sorted(have - want)
+            bad.append(("ring.stops", f"must list each core, memory controller and pcie once "
+                        f"(missing {missing[:4]}, unknown {extra[:4]})"))
+        return bad
+
+    def stop_of(self, name: str) -> int:
+        return self.ring.stops.index(name)

@@ -1,0 +1,153 @@
+"""Functional mode: replay the timed instructions on real bytes, in the order they took effect.
+
+The engine itself is timing-only. Replaying each instruction atomically in completion
+order gives the bytes the card would hold for any program whose buffers are guarded by
+tokens (a reader waits for its writer's signal, so it also completes after it).
+A FIFO producer takes effect at its first push, since its consumer runs alongside it.
+Inputs sit in DRAM before the run (``h2d``/``d2h`` only time the PCIe transfer).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
+from ..errors import SimulationError
+from ..numerics import from_f32, to_f32
+from ..unit_program import Instruction, UnitProgram
+from ..unit_program.opcodes import SFU_OPS
+from .functional_ops import sfu_apply
+from .log import EventLog
+
+PAGE_BYTES = 1 << 16
+
+
+class Memory:
+    """Sparse byte-addressed DRAM: only touched 64 KB pages exist."""
+
+    def __init__(self) -> None:
+        self.pages: dict[int, np.ndarray] = {}
+
+    def _spans(self, addr: int, nbytes: int):
+        while nbytes > 0:
+            page, offset = divmod(addr, PAGE_BYTES)
+            take = min(nbytes, PAGE_BYTES - offset)
+            yield page, offset, take
+            addr, nbytes = addr + take, nbytes - take
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        out = np.zeros(nbytes, np.uint8)
+        pos = 0
+        for page, offset, take in self._spans(addr, nbytes):
+            if page in self.pages:
+                out[pos:pos + take] = self.pages[page][offset:offset + take]
+            pos += take
+        return out
+
+    def write(self, addr: int, data: np.ndarray) -> None:
+        pos = 0
+        for page, offset, take in self._spans(addr, len(data)):
+            self.pages.setdefault(page, np.zeros(PAGE_BYTES, np.uint8))[offset:offset + take] = data[pos:pos + take]
+            pos += take
+
+
+class Card:
+    """The card's bytes: DRAM, each core's LX, each corelet's two FIFOs."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.dram = Memory()
+        self.lx: dict[int, np.ndarray] = {}
+        self.fifos: dict[tuple[int, str], deque] = {}
+
+    def lx_of(self, core: int) -> np.ndarray:
+        return self.lx.setdefault(core, np.zeros(self.machine.lx.size_bytes, np.uint8))
+
+    def fifo(self, ins: Instruction, which: str) -> deque:
+        return self.fifos.setdefault((ins.core, ins.unit[-1] + which), deque())
+
+
+def replay(program: UnitProgram, log: EventLog, machine: Machine, inputs: dict[str, np.ndarray]) -> Card:
+    """Apply every instruction to a Card holding ``inputs`` (buffer name -> bytes)."""
+    card = Card(machine)
+    for name, data in inputs.items():
+        card.dram.write(program.buffers[name].addr, data)
+    pending: list[Instruction] = []
+    for i in _effect_order(log):
+        pending.append(log.instructions[i])
+        pending = [ins for ins in pending if not _apply(card, ins)]
+    if pending:
+        raise SimulationError(f"functional replay: {pending[0].path} read more FIFO sticks than were pushed",
+                              program.source)
+    return card
+
+
+def _effect_order(log: EventLog) -> list[int]:
+    key = np.where(log.first_push >= 0, log.first_push, log.end)
+    return sorted(range(len(log.instructions)), key=lambda i: (key[i], log.order[i]))
+
+
+def _apply(card: Card, ins: Instruction) -> bool:
+    """Apply one instruction; False if its input FIFO does not yet hold enough sticks."""
+    a, lx = ins.args, card.lx_of(ins.core) if ins.core >= 0 else None
+    if ins.op == "load":
+        lx[a["lx"]:a["lx"] + a["bytes"]] = card.dram.read(a["dram"], a["bytes"])
+    elif ins.op == "store":
+        card.dram.write(a["dram"], lx[a["lx"]:a["lx"] + a["bytes"]].copy())
+    elif ins.op == "send":
+        card.lx_of(a["to_core"])[a["to_lx"]:a["to_lx"] + a["bytes"]] = lx[a["lx"]:a["lx"] + a["bytes"]]
+    elif ins.op == "lx2fifo":
+        card.fifo(ins, "in").extend(_sticks(lx[a["lx"]:a["lx"] + a["bytes"]]))
+    elif ins.op == "fifo2lx":
+        n = a["bytes"] // STICK_BYTES
+        if len(card.fifo(ins, "out")) < n:
+            return False
+        lx[a["lx"]:a["lx"] + a["bytes"]] = np.concatenate([card.fifo(ins, "out").popleft() for _ in range(n)])
+    elif ins.op == "matmul":
+        _matmul(card.machine, lx, a)
+    elif ins.op in SFU_OPS:
+        return _sfu(card, ins, lx)
+    return True
+
+
+def _sticks(data: np.ndarray) -> list[np.ndarray]:
+    return [s.copy() for s in data.reshape(-1, STICK_BYTES)]
+
+
+def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
+    dtype, rows, k = a.get("dtype", "fp16"), a["rows"], a["k"]
+    db, cols = DTYPE_BYTES[dtype], machine.pt.cols_per_pass
+    a_row = -(-k * db // STICK_BYTES) * STICK_BYTES
+    b_row = -(-cols * db // STICK_BYTES) * STICK_BYTES
+    lhs = np.stack([to_f32(lx[a["a"] + r * a_row:a["a"] + r * a_row + k * db], dtype) for r in range(rows)])
+    rhs = to_f32(lx[a["b"]:a["b"] + k * b_row].reshape(k, b_row)[:, :cols * db].copy(), dtype).reshape(k, cols)
+    out = lhs.astype(np.float32) @ rhs.astype(np.float32)
+    c = slice(a["c"], a["c"] + rows * cols * 2)
+    if a.get("accumulate"):
+        out += to_f32(lx[c].copy(), "fp16").reshape(rows, cols)
+    lx[c] = from_f32(out.reshape(-1), "fp16")
+
+
+def _sfu(card: Card, ins: Instruction, lx: np.ndarray) -> bool:
+    a, n, dtype = ins.args, ins.args["sticks"], ins.args.get("dtype", "fp16")
+    if a["a"] == "fifo":
+        if len(card.fifo(ins, "in")) < n:
+            return False
+        x = np.concatenate([card.fifo(ins, "in").popleft() for _ in range(n)])
+    else:
+        x = lx[a["a"]:a["a"] + n * STICK_BYTES].copy()
+    b = None
+    if "b" in a:
+        b_sticks = 1 if a.get("b_broadcast") else n
+        b = to_f32(lx[a["b"]:a["b"] + b_sticks * STICK_BYTES].copy(), dtype)
+        b = np.tile(b, n) if a.get("b_broadcast") else b
+    lanes = STICK_BYTES // DTYPE_BYTES[dtype]
+    out = from_f32(sfu_apply(ins.op, to_f32(x, dtype).reshape(n, lanes),
+                             None if b is None else b.reshape(n, lanes)).reshape(-1), dtype)
+    if a["out"] == "fifo":
+        card.fifo(ins, "out").extend(_sticks(out))
+    else:
+        lx[a["out"]:a["out"] + len(out)] = out
+    return True

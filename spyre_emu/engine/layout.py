@@ -1,0 +1,69 @@
+"""Array layouts shared by the packer (Python) and the jitted loop: one place for every index.
+
+The engine state is a handful of int64 matrices with named columns, so the jitted
+functions take few arguments and numba can cache them. Columns are module constants,
+which numba freezes at compile time; the cache is keyed on these sources.
+"""
+
+# Instruction table ``ins[i, :]``.
+I_OP, I_UNIT, I_A0, I_A1, I_A2, I_A3, I_A4, I_A5, I_A6, I_DUR, I_W0, I_W1, I_S0, I_S1 = range(14)
+I_COLS = 14
+
+# Engine opcodes (same numbers as unit_program.opcodes.Op).
+OP_LOAD, OP_STORE, OP_SEND, OP_LX2FIFO, OP_FIFO2LX, OP_MATMUL, OP_SFU, OP_H2D, OP_D2H = range(9)
+
+# Unit state ``us[u, :]``: program counter and end, run state, DMA and stream progress,
+# and the unit's statistics (the last columns, copied into the event log).
+(U_PC, U_END, U_BUSY, U_STOP, U_CORE, U_CORELET, U_PORT_FP, U_INTERVAL_FP,
+ U_WAITTOK, U_WAITSINCE, U_BLOCK, U_BLOCKSINCE,
+ U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK,
+ S_BUSY, S_STALL_TOKEN, S_STALL_FIFO, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(24)
+U_COLS = 24
+STAT_FIRST = S_BUSY
+
+# Block reasons of a streaming unit.
+BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
+
+# Machine parameters ``cfg[:]``.
+(C_HOP, C_BURST, C_INFLIGHT, C_INTERLEAVE, C_CHANNELS, C_BANKS, C_ROW, C_STICK_CYC,
+ C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
+ C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE) = range(23)
+C_COLS = 23
+
+# DRAM channel state ``ch[c, :]`` (state, then statistics).
+# Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;
+# ``D_ARMED`` says a channel event is pending to pick the next request.
+(D_CMD, D_BUS, D_LASTW, D_NEXTREF, D_QHEAD_R, D_QTAIL_R, D_QHEAD_W, D_QTAIL_W, D_ARMED,
+ D_READ_STICKS, D_WRITE_STICKS, D_BUSY, D_HITS, D_MISSES, D_CONFLICTS, D_REFRESHES, D_TURNS) = range(17)
+D_COLS = 17
+D_STAT_FIRST = D_READ_STICKS
+
+# DRAM bank state ``bank[c * banks + b, :]``.
+B_ROW, B_ACT, B_COL, B_WREND, B_ACTOK = range(5)
+B_COLS = 5
+
+# FIFO state ``fifo[f, :]``: f = 2 * corelet_global + (0 input, 1 output).
+F_OCC, F_VIS, F_WDATA, F_WROOM = range(4)
+F_COLS = 4
+
+# Ring link statistics ``link[l, :]``: l = 2 * stop + direction (0 clockwise, 1 counter-clockwise).
+L_FREE, L_STICKS, L_WAIT = range(3)
+L_COLS = 3
+
+# DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
+# (writes), address, size, issuing unit, next request in its channel queue.
+K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT = range(5)
+K_COLS = 5
+
+# Events ``ev[slot, :]``.
+E_TIME, E_SEQ, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(9)
+E_COLS = 9
+EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL = range(8)
+
+# Roles of a stick on the ring.
+ROLE_READ, ROLE_WRITE, ROLE_SEND = range(3)
+
+# Run status returned by the loop.
+STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL = range(4)
+
+FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.36 cycles)

@@ -1,0 +1,48 @@
+"""EventLog: what crosses from the engine to results — per-instruction times and counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..unit_program import Instruction
+from . import layout as L
+
+UNIT_STATS = ("busy_cycles", "stall_token_cycles", "stall_fifo_cycles", "stall_link_cycles",
+              "stall_dram_cycles", "sticks")
+CHANNEL_STATS = ("read_sticks", "write_sticks", "busy_cycles", "row_hits", "row_misses",
+                 "row_conflicts", "refreshes", "turnarounds")
+LINK_STATS = ("sticks", "wait_cycles")
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """Times are cycles; ``order`` is the completion order (ties broken as the engine did)."""
+
+    instructions: list[Instruction]
+    start: np.ndarray
+    end: np.ndarray
+    first_push: np.ndarray
+    order: np.ndarray
+    unit_names: list[str]
+    unit_stats: np.ndarray      # [units, UNIT_STATS]
+    channel_stats: np.ndarray   # [channels, CHANNEL_STATS]
+    link_stats: np.ndarray      # [2 * stops, LINK_STATS]: link 2s+0 leaves stop s clockwise
+    total_cycles: int
+
+
+def make_log(state: tuple, instructions: list[Instruction], unit_names: list[str]) -> EventLog:
+    us, ch, link = state[2], state[5], state[8]
+    n = len(instructions)
+    times, order = state[14], state[15]
+    end = times[1, :n].copy()
+    return EventLog(
+        instructions=instructions,
+        start=times[0, :n].copy(), end=end, first_push=times[2, :n].copy(), order=order[:n].copy(),
+        unit_names=unit_names,
+        unit_stats=us[:, L.STAT_FIRST:].copy(),
+        channel_stats=ch[:, L.D_STAT_FIRST:].copy(),
+        link_stats=link[:, L.L_STICKS:].copy(),
+        total_cycles=int(end.max()) if n else 0,
+    )

@@ -1,0 +1,156 @@
+"""UnitProgram + Machine -> the struct-of-arrays state tuple the jitted loop runs on.
+
+Fixed durations (PT passes, SFU ops on LX) are computed here, once, from the machine's
+[pt] and [sfu] sections; everything that contends (ring, DRAM, FIFOs, ports) is left to
+the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
+from ..unit_program import HOST_CORE, Instruction, UnitProgram
+from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, Op
+from . import layout as L
+from .queue import new_queue
+
+
+@dataclass(frozen=True)
+class Packed:
+    """The state tuple plus what is needed to read it back."""
+
+    state: tuple
+    instructions: list[Instruction]
+    unit_names: list[str]
+    tokens: list[str]
+
+
+def unit_names(machine: Machine) -> list[str]:
+    names = [f"core{c}.{u}" for c in range(machine.cores.count) for u in CORE_UNITS]
+    return [*names, HOST_UNIT]
+
+
+def unit_index(machine: Machine, core: int, unit: str) -> int:
+    if core == HOST_CORE:
+        return machine.cores.count * len(CORE_UNITS)
+    return core * len(CORE_UNITS) + CORE_UNITS.index(unit)
+
+
+def pt_pass_cycles(machine: Machine, rows: int, k: int, dtype: str) -> int:
+    """Fill, then max(MAC-limited, B-operand-stick-limited) streaming, then drain."""
+    pt = machine.pt
+    del rows  # a pass costs the same with fewer than rows_per_pass rows: the array is padded
+    macs = pt.rows_per_pass * k * pt.cols_per_pass
+    compute = -(-macs // pt.macs_per_cycle(dtype))
+    b_sticks = -(-(k * pt.cols_per_pass * DTYPE_BYTES[dtype]) // STICK_BYTES)
+    return pt.fill_cycles + max(compute, b_sticks) + pt.drain_cycles
+
+
+def sfu_stick_cycles(machine: Machine, op: str) -> int:
+    lanes_per_stick = STICK_BYTES // 2
+    return machine.sfu.cost_cycles[SFU_OPS[op].cost_class] * max(1, lanes_per_stick // machine.sfu.lanes_fp16)
+
+
+def pack(program: UnitProgram, machine: Machine, max_cycles: int) -> Packed:
+    instructions = program.instructions()
+    names = unit_names(machine)
+    tokens = sorted({t for ins in instructions for t in (*ins.wait, *ins.signal)})
+    token_id = {t: k for k, t in enumerate(tokens)}
+    ins = np.zeros((max(len(instructions), 1), L.I_COLS), np.int64)
+    toks: list[int] = []
+    us = _units(machine, len(names))
+    for i, item in enumerate(instructions):
+        u = unit_index(machine, item.core, item.unit)
+        if us[u, L.U_END] == 0:
+            us[u, L.U_PC] = i
+        us[u, L.U_END] = i + 1
+        ins[i, L.I_UNIT] = u
+        _encode(ins[i], item, machine)
+        ins[i, L.I_W0] = len(toks)
+        toks += [token_id[t] for t in item.wait]
+        ins[i, L.I_W1] = ins[i, L.I_S0] = len(toks)
+        toks += [token_id[t] for t in item.signal]
+        ins[i, L.I_S1] = len(toks)
+    state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
+                   max_cycles)
+    return Packed(state, instructions, names, tokens)
+
+
+def _encode(row: np.ndarray, item: Instruction, machine: Machine) -> None:
+    a = item.args
+    if item.op in SFU_OPS:
+        per_stick = sfu_stick_cycles(machine, item.op)
+        row[[L.I_OP, L.I_A0, L.I_A1, L.I_A3, L.I_A4, L.I_A5, L.I_A6]] = [
+            Op.SFU, SFU_OPS[item.op].code, a["a"] == "fifo", a["out"] == "fifo", a["sticks"], per_stick,
+            machine.sfu.latency_cycles]
+        row[L.I_DUR] = machine.sfu.latency_cycles + a["sticks"] * per_stick
+        return
+    op = Op[item.op.upper()]
+    row[L.I_OP] = op
+    if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
+        row[[L.I_A0, L.I_A1, L.I_A2]] = [a["dram"], a.get("lx", 0), a["bytes"]]
+        row[L.I_DUR] = machine.pcie.latency_cycles if op in (Op.H2D, Op.D2H) else 0
+    elif op == Op.SEND:
+        row[[L.I_A0, L.I_A1, L.I_A2, L.I_A3]] = [a["lx"], a["to_core"], a["bytes"],
+                                                 machine.stop_of(f"core{a['to_core']}")]
+    elif op in (Op.LX2FIFO, Op.FIFO2LX):
+        row[L.I_A4] = a["bytes"] // STICK_BYTES
+    else:
+        row[L.I_DUR] = pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"))
+
+
+def _units(machine: Machine, count: int) -> np.ndarray:
+    us = np.zeros((count, L.U_COLS), np.int64)
+    us[:, [L.U_WAITTOK, L.U_WAITSINCE, L.U_BLOCKSINCE]] = -1
+    us[:, L.U_INTERVAL_FP] = L.FP_ONE
+    per_core = len(CORE_UNITS)
+    for u in range(count - 1):
+        core, slot = divmod(u, per_core)
+        us[u, L.U_STOP] = machine.stop_of(f"core{core}")
+        us[u, L.U_CORE] = core
+        us[u, L.U_CORELET] = 2 * core + (1 if CORE_UNITS[slot].endswith("1") else 0)
+    host = count - 1
+    us[host, L.U_STOP] = machine.stop_of("pcie")
+    us[host, L.U_CORE] = HOST_CORE
+    us[host, L.U_INTERVAL_FP] = pcie_interval_fp(machine)
+    return us
+
+
+def pcie_interval_fp(machine: Machine) -> int:
+    """Cycles per stick on the PCIe link, in 1/FP_ONE cycles, with TLP overhead."""
+    p = machine.pcie
+    wire_bytes = STICK_BYTES * (p.max_payload_bytes + p.tlp_overhead_bytes) / p.max_payload_bytes
+    return round(wire_bytes / (p.gbytes_per_s / machine.clock.ghz) * L.FP_ONE)
+
+
+def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycles: int) -> tuple:
+    d, n_units = machine.dram, us.shape[0]
+    cfg = np.zeros(L.C_COLS, np.int64)
+    cfg[[L.C_HOP, L.C_BURST, L.C_INFLIGHT, L.C_INTERLEAVE, L.C_CHANNELS, L.C_BANKS, L.C_ROW,
+         L.C_STICK_CYC, L.C_RCD, L.C_RL, L.C_WL, L.C_RP, L.C_RAS, L.C_WR, L.C_WTR, L.C_RTW, L.C_REFI,
+         L.C_RFC, L.C_FIFO_DEPTH, L.C_STOPS, L.C_UNITS, L.C_MAX_CYCLES, L.C_CLOSED_PAGE]] = [
+        machine.ring.hop_latency_cycles, machine.dma.max_burst_bytes, machine.dma.max_inflight_bytes,
+        d.interleave_bytes, d.channels, d.banks, d.row_bytes, d.stick_cycles, d.t_rcd_cycles,
+        d.t_rl_cycles, d.t_wl_cycles, d.t_rp_cycles, d.t_ras_cycles, d.t_wr_cycles, d.t_wtr_cycles,
+        d.t_rtw_cycles, d.t_refi_cycles, d.t_rfc_cycles, machine.fifo.depth_sticks,
+        len(machine.ring.stops), n_units, max_cycles, d.page_policy == "closed"]
+    ch = np.zeros((d.channels, L.D_COLS), np.int64)
+    ch[:, [L.D_LASTW, L.D_QHEAD_R, L.D_QTAIL_R, L.D_QHEAD_W, L.D_QTAIL_W]] = -1
+    ch[:, L.D_NEXTREF] = d.t_refi_cycles + np.arange(d.channels) * (d.t_refi_cycles // d.channels)
+    bank = np.zeros((d.channels * d.banks, L.B_COLS), np.int64)
+    bank[:, L.B_ROW] = -1
+    fifo = np.zeros((4 * machine.cores.count, L.F_COLS), np.int64)
+    fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
+    link = np.zeros((2 * len(machine.ring.stops), L.L_COLS), np.int64)
+    chunk = np.zeros((n_units * (machine.dma.max_inflight_bytes // STICK_BYTES), L.K_COLS), np.int64)
+    per_mc = d.channels // d.controllers
+    chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
+    rx_port = np.zeros(machine.cores.count, np.int64)
+    ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + 1024)
+    times = np.full((3, max(n_ins, 1)), -1, np.int64)
+    order = np.zeros(max(n_ins, 1) + 1, np.int64)
+    return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,
+            chan_stop, rx_port, ev, qa, times, order)

@@ -1,0 +1,149 @@
+"""The event queue: a calendar of per-cycle FIFO buckets, with a heap for far events.
+
+Order is (cycle, sequence number) exactly: sequence numbers grow with every push, a
+bucket holds the events of one cycle in push order, and the rare event moved in from
+the far heap is inserted by its sequence number. Push and pop are O(1) for events
+within ``WINDOW`` cycles, which is nearly all of them (stick hops, DRAM, FIFO steps).
+
+Two arrays hold everything so jitted callers pass little: ``ev`` (one row per event
+slot) and ``qa`` (counters, bucket heads and tails, the far heap, the free list).
+"""
+
+import numpy as np
+from numba import njit
+
+from .layout import E_COLS, E_KIND, E_NEXT, E_P0, E_P1, E_P2, E_P3, E_P4, E_SEQ, E_TIME
+
+WINDOW = 4096  # cycles the calendar covers; a power of two
+Q_COUNT, Q_SEQ, Q_FREE, Q_CUR, Q_HEAP = range(5)
+_HEAD = 8
+_TAIL = _HEAD + WINDOW
+_HEAPS = _TAIL + WINDOW
+
+
+def new_queue(capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    ev = np.zeros((capacity, E_COLS), np.int64)
+    qa = np.zeros(_HEAPS + 2 * capacity, np.int64)
+    qa[_HEAD:_HEAPS] = -1
+    qa[_HEAPS + capacity:] = np.arange(capacity - 1, -1, -1)
+    qa[Q_FREE] = capacity
+    return ev, qa
+
+
+def pending(qa: np.ndarray) -> int:
+    return int(qa[Q_COUNT] + qa[Q_HEAP])
+
+
+@njit(cache=True, _nrt=False)
+def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+    """Schedule an event at ``time`` (never before the current cycle); False when full."""
+    if qa[Q_FREE] == 0:
+        return False
+    cap = ev.shape[0]
+    qa[Q_FREE] -= 1
+    slot = qa[_HEAPS + cap + qa[Q_FREE]]
+    row = ev[slot]
+    row[E_TIME] = time
+    row[E_SEQ] = qa[Q_SEQ]
+    qa[Q_SEQ] += 1
+    row[E_KIND] = kind
+    row[E_P0] = p0
+    row[E_P1] = p1
+    row[E_P2] = p2
+    row[E_P3] = p3
+    row[E_P4] = p4
+    if time < qa[Q_CUR] + WINDOW:
+        _append_nb(ev, qa, slot)
+    else:
+        _heap_push_nb(ev, qa, slot)
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def _append_nb(ev, qa, slot):
+    b = ev[slot, E_TIME] & (WINDOW - 1)
+    ev[slot, E_NEXT] = -1
+    if qa[_HEAD + b] < 0:
+        qa[_HEAD + b] = slot
+    else:
+        ev[qa[_TAIL + b], E_NEXT] = slot
+    qa[_TAIL + b] = slot
+    qa[Q_COUNT] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _insert_by_seq_nb(ev, qa, slot):
+    """Put a migrated far event into its bucket at its sequence position."""
+    b = ev[slot, E_TIME] & (WINDOW - 1)
+    prev, cur = -1, qa[_HEAD + b]
+    while cur >= 0 and ev[cur, E_SEQ] < ev[slot, E_SEQ]:
+        prev, cur = cur, ev[cur, E_NEXT]
+    ev[slot, E_NEXT] = cur
+    if prev < 0:
+        qa[_HEAD + b] = slot
+    else:
+        ev[prev, E_NEXT] = slot
+    if cur < 0:
+        qa[_TAIL + b] = slot
+    qa[Q_COUNT] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _earlier_nb(ev, a, b):
+    return ev[a, E_TIME] < ev[b, E_TIME] or (ev[a, E_TIME] == ev[b, E_TIME] and ev[a, E_SEQ] < ev[b, E_SEQ])
+
+
+@njit(cache=True, _nrt=False)
+def _heap_push_nb(ev, qa, slot):
+    i = qa[Q_HEAP]
+    qa[Q_HEAP] += 1
+    qa[_HEAPS + i] = slot
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _earlier_nb(ev, qa[_HEAPS + i], qa[_HEAPS + parent]):
+            break
+        qa[_HEAPS + i], qa[_HEAPS + parent] = qa[_HEAPS + parent], qa[_HEAPS + i]
+        i = parent
+
+
+@njit(cache=True, _nrt=False)
+def _heap_pop_nb(ev, qa):
+    top = qa[_HEAPS]
+    qa[Q_HEAP] -= 1
+    n = qa[Q_HEAP]
+    qa[_HEAPS] = qa[_HEAPS + n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _earlier_nb(ev, qa[_HEAPS + child + 1], qa[_HEAPS + child]):
+            child += 1
+        if not _earlier_nb(ev, qa[_HEAPS + child], qa[_HEAPS + i]):
+            break
+        qa[_HEAPS + i], qa[_HEAPS + child] = qa[_HEAPS + child], qa[_HEAPS + i]
+        i = child
+    return top
+
+
+@njit(cache=True, _nrt=False)
+def pop_nb(ev, qa):
+    """Remove the earliest event and return its slot (valid until the next push), or -1."""
+    while True:
+        if qa[Q_COUNT] == 0:
+            if qa[Q_HEAP] == 0:
+                return -1
+            qa[Q_CUR] = ev[qa[_HEAPS], E_TIME]
+        while qa[Q_HEAP] > 0 and ev[qa[_HEAPS], E_TIME] < qa[Q_CUR] + WINDOW:
+            _insert_by_seq_nb(ev, qa, _heap_pop_nb(ev, qa))
+        b = qa[Q_CUR] & (WINDOW - 1)
+        slot = qa[_HEAD + b]
+        if slot < 0:
+            qa[Q_CUR] += 1
+            continue
+        qa[_HEAD + b] = ev[slot, E_NEXT]
+        qa[Q_COUNT] -= 1
+        cap = ev.shape[0]
+        qa[_HEAPS + cap + qa[Q_FREE]] = slot
+        qa[Q_FREE] += 1
+        return slot

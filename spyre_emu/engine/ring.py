@@ -1,0 +1,34 @@
+"""The bidirectional ring: shortest-direction routes and per-link, per-stick arbitration.
+
+Timing contract: a link carries one 128 B stick per cycle per direction. A stick that
+reaches a stop at cycle t leaves on its next link at max(t, the cycle after the link's
+previous stick) and reaches the next stop ``hop_latency`` cycles later. Sticks contend
+first come, first served (ties in event order). Routes take the shorter direction;
+equal distances go clockwise (towards higher stop numbers).
+"""
+
+from numba import njit
+
+from .layout import C_HOP, C_STOPS, L_FREE, L_STICKS, L_WAIT
+
+
+@njit(cache=True, _nrt=False)
+def hops_nb(cfg, src, dst):
+    cw = (dst - src) % cfg[C_STOPS]
+    return min(cw, cfg[C_STOPS] - cw)
+
+
+@njit(cache=True, _nrt=False)
+def cross_nb(cfg, link, stop, dst, now):
+    """Send one stick from ``stop`` towards ``dst``; return (next stop, arrival cycle, wait)."""
+    n = cfg[C_STOPS]
+    cw = (dst - stop) % n
+    if cw <= n - cw:
+        lk, nxt = 2 * stop, (stop + 1) % n
+    else:
+        lk, nxt = 2 * stop + 1, (stop - 1) % n
+    depart = max(now, link[lk, L_FREE])
+    link[lk, L_FREE] = depart + 1
+    link[lk, L_STICKS] += 1
+    link[lk, L_WAIT] += depart - now
+    return nxt, depart + cfg[C_HOP], depart - now

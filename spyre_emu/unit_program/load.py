@@ -1,0 +1,257 @@
+"""JSON -> UnitProgram: schema check, symbol resolution, alignment, bounds and token checks.
+
+Everything the engine would otherwise trip over is caught here and reported as one
+ProgramError naming the file and the JSON path (``cores[0].units.load[3].bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
+from ..errors import ProgramError
+from .model import HOST_CORE, Buffer, Instruction, UnitProgram
+from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, UNIT_OPS, unit_kind
+
+FORMAT = "spyre-emu.unit-program"
+BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath("schema.json").read_text())
+
+
+@cache
+def _validators() -> tuple[jsonschema.Draft202012Validator, dict[str, jsonschema.Draft202012Validator]]:
+    """The envelope validator (instructions only need an op) and one validator per op.
+
+    Validating each instruction against its own op's definition is the same check as the
+    schema's ``oneOf``, with errors that name the field, and fast on 10^5 instructions.
+    """
+    full = schema()
+    envelope = {**full, "$defs": {**full["$defs"], "instruction": {
+        k: v for k, v in full["$defs"]["instruction"].items() if k != "oneOf"}}}
+    per_op = {}
+    for name, spec in full["$defs"].items():
+        if name.startswith("op_"):
+            validator = jsonschema.Draft202012Validator({"$defs": full["$defs"], **spec})
+            op = spec["properties"]["op"]
+            for code in op.get("enum", [op.get("const")]):
+                per_op[code] = validator
+    return jsonschema.Draft202012Validator(envelope), per_op
+
+
+def _check_schema(data: Any, source: str) -> None:
+    envelope, per_op = _validators()
+    error = jsonschema.exceptions.best_match(envelope.iter_errors(data))
+    if error is not None:
+        raise ProgramError(error.message, source, json_path(error.absolute_path))
+    streams = [(f"cores[{i}].units.{unit}", items) for i, core in enumerate(data["cores"])
+               for unit, items in core["units"].items()]
+    for where, items in [*streams, ("host", data.get("host", []))]:
+        for j, item in enumerate(items):
+            error = jsonschema.exceptions.best_match(per_op[item["op"]].iter_errors(item))
+            if error is not None:
+                raise ProgramError(error.message, source, f"{where}[{j}]" + (
+                    "." + json_path(error.absolute_path) if error.absolute_path else ""))
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; a read or syntax problem becomes a one-line ProgramError."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise ProgramError(f"cannot read: {exc.strerror}", str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProgramError(f"invalid JSON: {exc}", str(path)) from None
+
+
+def load_unit_program(path: str | Path, machine: Machine) -> UnitProgram:
+    path = Path(path)
+    return parse_unit_program(read_json(path), machine, str(path))
+
+
+def json_path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_unit_program(data: Any, machine: Machine, source: str = "<program>") -> UnitProgram:
+    _check_schema(data, source)
+    base = Path(source).parent
+    buffers = _allocate(data.get("buffers", {}), machine, source, base)
+    streams: dict[tuple[int, str], tuple[Instruction, ...]] = {}
+    seen_cores: set[int] = set()
+    for i, core in enumerate(data["cores"]):
+        where = f"cores[{i}]"
+        if core["core"] >= machine.cores.count:
+            raise ProgramError(f"core {core['core']} does not exist (the card has {machine.cores.count})",
+                               source, where + ".core")
+        if core["core"] in seen_cores:
+            raise ProgramError(f"core {core['core']} is listed twice", source, where + ".core")
+        seen_cores.add(core["core"])
+        for unit in CORE_UNITS:
+            if unit in core["units"]:
+                streams[(core["core"], unit)] = _stream(
+                    core["units"][unit], core["core"], unit, f"{where}.units.{unit}", buffers, machine, source)
+    if data.get("host"):
+        streams[(HOST_CORE, HOST_UNIT)] = _stream(data["host"], HOST_CORE, HOST_UNIT, "host", buffers,
+                                                   machine, source)
+    _check_tokens(streams, source)
+    ordered = dict(sorted(streams.items(), key=lambda kv: (kv[0][0] < 0, kv[0][0],
+                                                          _unit_order(kv[0][1]))))
+    return UnitProgram(source, buffers, ordered)
+
+
+def _unit_order(unit: str) -> int:
+    return CORE_UNITS.index(unit) if unit in CORE_UNITS else len(CORE_UNITS)
+
+
+def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) -> dict[str, Buffer]:
+    """Place buffers one after another in DRAM, each aligned to a whole burst."""
+    buffers, addr = {}, 0
+    for name, spec in raw.items():
+        nbytes = spec["bytes"]
+        where = f"buffers.{name}"
+        if nbytes % STICK_BYTES:
+            raise ProgramError(f"must be a whole number of {STICK_BYTES} B sticks", source, where + ".bytes")
+        if addr + nbytes > machine.dram.size_bytes:
+            raise ProgramError("does not fit in device memory", source, where + ".bytes")
+        shape = tuple(spec["shape"]) if "shape" in spec else None
+        dtype = spec.get("dtype", "fp16")
+        if shape is not None and _prod(shape) * DTYPE_BYTES[dtype] > nbytes:
+            raise ProgramError(f"shape {list(shape)} of {dtype} needs more than {nbytes} B", source,
+                               where + ".shape")
+        buffers[name] = Buffer(name, addr, nbytes, dtype, shape,
+                               base / spec["input"] if "input" in spec else None,
+                               Path(spec["output"]) if "output" in spec else None,
+                               spec.get("fill", "zeros"))
+        addr += -(-nbytes // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
+    return buffers
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out
+
+
+def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers: dict[str, Buffer],
+            machine: Machine, source: str) -> tuple[Instruction, ...]:
+    out = []
+    for j, item in enumerate(raw):
+        path = f"{where}[{j}]"
+        op = item["op"]
+        if op not in UNIT_OPS[unit_kind(unit)]:
+            raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, path + ".op")
+        args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note")}
+        if "dram" in args:
+            args["dram"] = _resolve_dram(args["dram"], args["bytes"], buffers, machine, source, path)
+        ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
+                          tuple(item.get("signal", ())), path)
+        _check_regions(ins, machine, source)
+        out.append(ins)
+    return tuple(out)
+
+
+def _resolve_dram(ref: int | str, nbytes: int, buffers: dict[str, Buffer], machine: Machine,
+                  source: str, path: str) -> int:
+    where = path + ".dram"
+    if isinstance(ref, str):
+        name, _, offset = ref.partition("+")
+        if name not in buffers:
+            raise ProgramError(f"unknown buffer {name!r}", source, where)
+        buf = buffers[name]
+        if int(offset or 0) + nbytes > buf.nbytes:
+            raise ProgramError(f"{ref}..+{nbytes} B runs past the end of buffer {name!r} "
+                               f"({buf.nbytes} B)", source, where)
+        addr = buf.addr + int(offset or 0)
+    else:
+        addr = ref
+    if addr % STICK_BYTES:
+        raise ProgramError(f"address {addr} is not a multiple of {STICK_BYTES} B", source, where)
+    if addr + nbytes > machine.dram.size_bytes:
+        raise ProgramError(f"address {addr}..+{nbytes} B is outside device memory", source, where)
+    return addr
+
+
+def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]:
+    """(field, offset, bytes) of every LX range the instruction touches on its own core."""
+    a = ins.args
+    if ins.op in ("load", "store", "lx2fifo", "fifo2lx", "send"):
+        return [("lx", a["lx"], a["bytes"])]
+    if ins.op == "matmul":
+        db = DTYPE_BYTES[a.get("dtype", "fp16")]
+        cols = machine.pt.cols_per_pass
+        a_row = _sticks(a["k"] * db) * STICK_BYTES
+        return [("a", a["a"], a["rows"] * a_row), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
+                ("c", a["c"], a["rows"] * _sticks(cols * 2) * STICK_BYTES)]
+    if ins.op in SFU_OPS:
+        n = a["sticks"]
+        out_sticks = 1 if SFU_OPS[ins.op].shape == "sticks" else n
+        regions = [("a", a["a"], n * STICK_BYTES), ("out", a["out"], out_sticks * STICK_BYTES)]
+        if "b" in a:
+            regions.append(("b", a["b"], STICK_BYTES if a.get("b_broadcast") else n * STICK_BYTES))
+        return [r for r in regions if r[1] != "fifo"]
+    return []
+
+
+def _sticks(nbytes: int) -> int:
+    return -(-nbytes // STICK_BYTES)
+
+
+def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
+    a = ins.args
+    if "bytes" in a and a["bytes"] % STICK_BYTES:
+        raise ProgramError(f"{a['bytes']} is not a whole number of {STICK_BYTES} B sticks", source,
+                           ins.path + ".bytes")
+    if ins.op in SFU_OPS:
+        _check_sfu(ins, source)
+    if ins.op == "matmul" and a["rows"] > machine.pt.rows_per_pass:
+        raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
+    if ins.op == "send":
+        if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
+            raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
+                               source, ins.path + ".to_core")
+        _check_lx(ins.path + ".to_lx", a["to_lx"], a["bytes"], machine, source)
+    for field, offset, nbytes in lx_regions(ins, machine):
+        _check_lx(f"{ins.path}.{field}", offset, nbytes, machine, source)
+
+
+def _check_sfu(ins: Instruction, source: str) -> None:
+    spec, a = SFU_OPS[ins.op], ins.args
+    if (spec.arity == 2) != ("b" in a):
+        need = "needs operand 'b'" if spec.arity == 2 else "takes no operand 'b'"
+        raise ProgramError(f"{ins.op} {need}", source, ins.path)
+    if "b_broadcast" in a and "b" not in a:
+        raise ProgramError("b_broadcast without operand 'b'", source, ins.path + ".b_broadcast")
+    if spec.shape != "map" and "fifo" in (a["a"], a["out"]):
+        raise ProgramError(f"{ins.op} reads and writes LX, not a FIFO", source, ins.path)
+
+
+def _check_lx(where: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:
+    if offset % STICK_BYTES:
+        raise ProgramError(f"LX offset {offset} is not a multiple of {STICK_BYTES} B", source, where)
+    if offset + nbytes > machine.lx.size_bytes:
+        raise ProgramError(f"LX range {offset}..+{nbytes} B is beyond the {machine.lx.size_bytes} B "
+                           "scratchpad", source, where)
+
+
+def _check_tokens(streams: dict[tuple[int, str], tuple[Instruction, ...]], source: str) -> None:
+    signalled = {t for stream in streams.values() for ins in stream for t in ins.signal}
+    for stream in streams.values():
+        for ins in stream:
+            for token in ins.wait:
+                if token not in signalled:
+                    raise ProgramError(f"waits on token {token!r} that no instruction signals "
+                                       "(it would deadlock)", source, ins.path + ".wait")

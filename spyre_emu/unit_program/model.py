@@ -1,0 +1,54 @@
+"""The unit program after loading: buffers at resolved addresses and per-unit streams.
+
+Addresses are plain integers here: symbolic DRAM addresses were patched at load time,
+as the real runtime patches programs at launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HOST_CORE = -1  # the ``core`` of host (PCIe) instructions
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A named DRAM allocation; ``input``/``output`` name .npy files for functional runs.
+
+    ``input`` is relative to the program file; ``output`` to the run's output directory.
+    """
+
+    name: str
+    addr: int
+    nbytes: int
+    dtype: str
+    shape: tuple[int, ...] | None
+    input: Path | None
+    output: Path | None
+    fill: str
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction of one unit; ``path`` is where it sits in the JSON, for errors."""
+
+    core: int
+    unit: str
+    op: str
+    args: dict[str, int | str | bool]
+    wait: tuple[str, ...]
+    signal: tuple[str, ...]
+    path: str
+
+
+@dataclass(frozen=True)
+class UnitProgram:
+    """Streams keyed by (core, unit name), in core then unit order; host streams use HOST_CORE."""
+
+    source: str
+    buffers: dict[str, Buffer]
+    streams: dict[tuple[int, str], tuple[Instruction, ...]]
+
+    def instructions(self) -> list[Instruction]:
+        return [ins for stream in self.streams.values() for ins in stream]

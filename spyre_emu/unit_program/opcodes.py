@@ -1,0 +1,64 @@
+"""Integer codes shared by the unit program loader, the engine and the functional replay.
+
+One table per concept: opcodes, the units of a core, and the SFU operations with their
+cost class and arity (the SFU's timing depends only on the class, never on the op name).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
+
+
+class Op(IntEnum):
+    LOAD = 0      # DRAM -> LX over the ring, in bursts
+    STORE = 1     # LX -> DRAM over the ring, in bursts
+    SEND = 2      # LX -> another core's LX over the ring
+    LX2FIFO = 3   # LX -> the corelet's input FIFO, one stick per cycle
+    FIFO2LX = 4   # the corelet's output FIFO -> LX, one stick per cycle
+    MATMUL = 5    # one PT pass: rows x K x 64 columns
+    SFU = 6       # one vector operation over whole sticks
+    H2D = 7       # host -> DRAM over PCIe
+    D2H = 8       # DRAM -> host over PCIe
+
+
+# The units of one core, in engine order; a corelet's units end in its index.
+CORE_UNITS = ("load", "store", "send",
+              "lx2fifo0", "fifo2lx0", "pt0", "sfu0",
+              "lx2fifo1", "fifo2lx1", "pt1", "sfu1")
+HOST_UNIT = "pcie"
+
+class SfuOp(NamedTuple):
+    code: int
+    cost_class: str   # a key of [sfu.cost_cycles]
+    arity: int        # operands read per output stick
+    shape: str        # "map": n sticks -> n; "sticks": n -> 1 (lane-wise across sticks);
+                      # "lanes": each stick -> its lane reduction broadcast to all lanes
+
+
+_SFU = [
+    ("copy", "simple", 1, "map"), ("neg", "simple", 1, "map"), ("abs", "simple", 1, "map"),
+    ("relu", "simple", 1, "map"), ("add", "simple", 2, "map"), ("sub", "simple", 2, "map"),
+    ("mul", "simple", 2, "map"), ("max", "simple", 2, "map"), ("min", "simple", 2, "map"),
+    ("div", "transcendental", 2, "map"), ("exp", "transcendental", 1, "map"),
+    ("log", "transcendental", 1, "map"), ("sqrt", "transcendental", 1, "map"),
+    ("rsqrt", "transcendental", 1, "map"), ("reciprocal", "transcendental", 1, "map"),
+    ("tanh", "transcendental", 1, "map"), ("sigmoid", "transcendental", 1, "map"),
+    ("silu", "transcendental", 1, "map"), ("gelu", "transcendental", 1, "map"),
+    ("reduce_sum", "reduce", 1, "sticks"), ("reduce_max", "reduce", 1, "sticks"),
+    ("lanes_sum", "reduce", 1, "lanes"), ("lanes_max", "reduce", 1, "lanes"),
+]
+SFU_OPS = {name: SfuOp(code, cls, arity, shape) for code, (name, cls, arity, shape) in enumerate(_SFU)}
+SFU_NAMES = tuple(SFU_OPS)
+
+# Which unit kind runs which instruction op (by the unit name without its corelet index).
+UNIT_OPS = {"load": {"load"}, "store": {"store"}, "send": {"send"},
+            "lx2fifo": {"lx2fifo"}, "fifo2lx": {"fifo2lx"}, "pt": {"matmul"},
+            "sfu": set(SFU_NAMES), HOST_UNIT: {"h2d", "d2h"}}
+
+DTYPES = ("fp16", "bf16", "fp32", "fp8", "int8")
+
+
+def unit_kind(unit: str) -> str:
+    """``"pt1"`` -> ``"pt"``: the unit name without its corelet index."""
+    return unit.rstrip("01")

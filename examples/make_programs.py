@@ -37,34 +37,35 @@ def gemm(m: int = 1024, k: int = 1024, n: int = 1024, split_m: int = 4, split_n:
     groups = nb // 64
     a_bytes, b_bytes = mb * kc * 2, groups * kc * STICK
     buf = [(0, a_bytes), (a_bytes + b_bytes, 2 * a_bytes + b_bytes)]  # (A, B) LX offsets per buffer
-    buf = [(a, a + a_bytes) for a, _ in [(0, 0), (a_bytes + b_bytes, 0)]]
     c_base = 2 * (a_bytes + b_bytes)
     cores = {}
     for core in range(split_m * split_n):
         i, j = core % split_m, core // split_m  # the first dim varies fastest, as in SuperDSC
+        tok = f"c{core}."  # token names are card-wide: prefix them with the core
         load, pts = [], {"pt0": [], "pt1": []}
         for q in range(chunks):
             a_off, b_off = buf[q % 2]
-            wait = [f"free{q % 2}_pt0", f"free{q % 2}_pt1"] if q >= 2 else []
+            wait = [f"{tok}free{q % 2}_pt0", f"{tok}free{q % 2}_pt1"] if q >= 2 else []
             load.append({"op": "load", "dram": f"A+{((i * chunks + q) * mb * kc) * 2}", "lx": a_off,
                          "bytes": a_bytes, **({"wait": wait} if wait else {})})
             for g in range(groups):
                 col = j * groups + g
                 load.append({"op": "load", "dram": f"B+{(col * k + q * kc) * STICK}", "lx": b_off + g * kc * STICK,
                              "bytes": kc * STICK})
-            load[-1]["signal"] = [f"ready{q % 2}_pt0", f"ready{q % 2}_pt1"]
+            load[-1]["signal"] = [f"{tok}ready{q % 2}_pt0", f"{tok}ready{q % 2}_pt1"]
             passes = [(r, g) for g in range(groups) for r in range(0, mb, 8)]
             for unit, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])):
                 for idx, (r, g) in enumerate(mine):
                     ins = {"op": "matmul", "a": a_off + r * kc * 2, "b": b_off + g * kc * STICK,
                            "c": c_base + (g * mb + r) * STICK, "rows": 8, "k": kc, "accumulate": q > 0}
                     if idx == 0:
-                        ins["wait"] = [f"ready{q % 2}_{unit}"]
+                        ins["wait"] = [f"{tok}ready{q % 2}_{unit}"]
                     if idx == len(mine) - 1:
-                        ins["signal"] = [f"free{q % 2}_{unit}"] + ([f"done_{unit}"] if q == chunks - 1 else [])
+                        last = [f"{tok}done_{unit}"] if q == chunks - 1 else []
+                        ins["signal"] = [f"{tok}free{q % 2}_{unit}", *last]
                     pts[unit].append(ins)
         store = [{"op": "store", "lx": c_base + g * mb * STICK, "dram": f"C+{((j * groups + g) * m + i * mb) * STICK}",
-                  "bytes": mb * STICK, **({"wait": ["done_pt0", "done_pt1"]} if g == 0 else {})}
+                  "bytes": mb * STICK, **({"wait": [f"{tok}done_pt0", f"{tok}done_pt1"]} if g == 0 else {})}
                  for g in range(groups)]
         cores[core] = {"load": load, **pts, "store": store}
     buffers = {"A": {"bytes": m * k * 2}, "B": {"bytes": n * k * 2}, "C": {"bytes": m * n * 2}}

@@ -1,0 +1,57 @@
+"""Shared fixtures: machines and a helper that runs a tiny unit program."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from spyre_emu.config import load_machine
+from spyre_emu.engine import simulate
+from spyre_emu.unit_program import parse_unit_program
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+def program(cores: dict[int, dict], buffers: dict | None = None, host: list | None = None) -> dict:
+    """A unit program dict from {core: {unit: [instructions]}}."""
+    data = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers or {},
+            "cores": [{"core": c, "units": units} for c, units in sorted(cores.items())]}
+    if host:
+        data["host"] = host
+    return data
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    return load_machine(ROOT / "configs" / "tiny.toml")
+
+
+@pytest.fixture(scope="session")
+def tiny_with():
+    """The tiny card with ``KEY=VALUE`` overrides."""
+    return lambda *overrides: load_machine(ROOT / "configs" / "tiny.toml", list(overrides))
+
+
+@pytest.fixture(scope="session")
+def spyre():
+    return load_machine()
+
+
+@pytest.fixture
+def run_units():
+    """Simulate a program dict on a machine; returns the EventLog."""
+    def _run(machine, cores, buffers=None, host=None, **kwargs):
+        return simulate(parse_unit_program(program(cores, buffers, host), machine), machine, **kwargs)
+    return _run
+
+
+def require_shared() -> Path:
+    """../shared/ (beside the clone): skip without it, but fail under CI."""
+    if not SHARED.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{SHARED} is missing under CI")
+        pytest.skip(f"{SHARED} not present")
+    return SHARED

@@ -1,0 +1,176 @@
+"""Functional mode against numpy: every SFU op, PT passes, FIFOs, the ring, multi-core GEMM, softmax."""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from spyre_emu.numerics import from_f32, to_f32
+from spyre_emu.pipeline import load_program, run
+from spyre_emu.unit_program.opcodes import SFU_OPS
+from tests.conftest import ROOT, program
+
+STICK = 128
+
+
+def _run(tmp_path, machine, data, inputs):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    files = {}
+    for name, array in inputs.items():
+        files[name] = tmp_path / f"{name}.npy"
+        np.save(files[name], array)
+    return run(load_program(path, machine), machine, functional=True, inputs=files).outputs
+
+
+def _buf(array, dtype="fp16", output=None):
+    spec = {"bytes": array.nbytes, "dtype": dtype, "shape": list(array.shape)}
+    return {**spec, "output": output} if output else spec
+
+
+REFERENCE = {
+    "copy": lambda x, b: x, "neg": lambda x, b: -x, "abs": np.abs, "relu": lambda x, b: np.maximum(x, 0),
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "div": np.divide, "exp": lambda x, b: np.exp(x), "log": lambda x, b: np.log(x),
+    "sqrt": lambda x, b: np.sqrt(x), "rsqrt": lambda x, b: 1 / np.sqrt(x), "reciprocal": lambda x, b: 1 / x,
+    "tanh": lambda x, b: np.tanh(x), "sigmoid": lambda x, b: 1 / (1 + np.exp(-x)),
+    "silu": lambda x, b: x / (1 + np.exp(-x)),
+    "gelu": lambda x, b: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))),
+    "reduce_sum": lambda x, b: x.sum(0, keepdims=True), "reduce_max": lambda x, b: x.max(0, keepdims=True),
+    "lanes_sum": lambda x, b: np.repeat(x.sum(1, keepdims=True), 64, 1),
+    "lanes_max": lambda x, b: np.repeat(x.max(1, keepdims=True), 64, 1),
+}
+
+
+def test_reference_covers_every_sfu_op():
+    assert set(REFERENCE) == set(SFU_OPS)
+
+
+@pytest.mark.parametrize("op", sorted(SFU_OPS))
+def test_sfu_op_matches_numpy(tmp_path, tiny, op):
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.1, 2.0, (5, 64))
+    if op not in ("log", "sqrt", "rsqrt"):
+        x *= np.sign(rng.standard_normal((5, 64)))
+    x = x.astype(np.float16)
+    b = rng.uniform(0.5, 2.0, (5, 64)).astype(np.float16)
+    spec = SFU_OPS[op]
+    out_sticks = 1 if spec.shape == "sticks" else 5
+    ins = {"op": op, "a": 0, "out": 8192, "sticks": 5, "wait": ["in"], "signal": ["done"]}
+    if spec.arity == 2:
+        ins["b"] = 4096
+    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": 5 * STICK},
+             {"op": "load", "dram": "b", "lx": 4096, "bytes": 5 * STICK, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 8192, "dram": "y", "bytes": out_sticks * STICK, "wait": ["done"]}]
+    y = np.zeros((out_sticks, 64), np.float16)
+    data = program({0: {"load": loads, "sfu0": [ins], "store": store}},
+                   {"x": _buf(x), "b": _buf(b), "y": _buf(y, output="y.npy")})
+    got = _run(tmp_path, tiny, data, {"x": x, "b": b})["y"]
+    want = REFERENCE[op](x.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_broadcast_operand(tmp_path, tiny):
+    x = np.arange(3 * 64, dtype=np.float16).reshape(3, 64) / 64
+    b = np.full((1, 64), 0.5, np.float16)
+    ins = {"op": "mul", "a": 0, "b": 4096, "b_broadcast": True, "out": 8192, "sticks": 3, "wait": ["in"],
+           "signal": ["done"]}
+    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": 3 * STICK},
+             {"op": "load", "dram": "b", "lx": 4096, "bytes": STICK, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 8192, "dram": "y", "bytes": 3 * STICK, "wait": ["done"]}]
+    data = program({0: {"load": loads, "sfu1": [ins], "store": store}},
+                   {"x": _buf(x), "b": _buf(b), "y": _buf(x, output="y.npy")})
+    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x, "b": b})["y"], x * np.float16(0.5))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_matmul_passes_accumulate_in_lx(tmp_path, tiny, dtype):
+    """Two PT passes over K halves; the second accumulates into the first's output."""
+    rng = np.random.default_rng(2)
+    k = 256
+    a = rng.standard_normal((8, k)).astype(np.float32)
+    b = rng.standard_normal((k, 64)).astype(np.float32)
+    a_dev, b_dev = _to_device(a, dtype), _to_device(b, dtype)
+    half = k // 2
+    # A rows hold each half contiguously: [2 halves][8 rows][half]; B is k sticks of 64 columns.
+    a_tiled = np.concatenate([a_dev.reshape(8, 2, -1)[:, h].reshape(-1) for h in range(2)])
+    passes = [{"op": "matmul", "a": h * 8 * half * 2, "b": 65536 + h * half * STICK, "c": 131072, "rows": 8,
+               "k": half, "dtype": dtype, "accumulate": h == 1} for h in range(2)]
+    passes[0]["wait"], passes[1]["signal"] = ["in"], ["done"]
+    loads = [{"op": "load", "dram": "a", "lx": 0, "bytes": a_tiled.nbytes},
+             {"op": "load", "dram": "b", "lx": 65536, "bytes": b_dev.nbytes, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 131072, "dram": "c", "bytes": 8 * STICK, "wait": ["done"]}]
+    c = np.zeros((8, 64), np.float16)
+    data = program({0: {"load": loads, "pt1": passes, "store": store}},
+                   {"a": {"bytes": a_tiled.nbytes, "dtype": "int8"}, "b": {"bytes": b_dev.nbytes, "dtype": "int8"},
+                    "c": _buf(c, output="c.npy")})
+    got = _run(tmp_path, tiny, data, {"a": a_tiled.view(np.int8), "b": b_dev.view(np.int8)})["c"]
+    want = _from_device(a_dev, dtype, a.shape) @ _from_device(b_dev, dtype, b.shape)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=2e-2)
+
+
+def _to_device(x, dtype):
+    return from_f32(x.reshape(-1), dtype)
+
+
+def _from_device(raw, dtype, shape):
+    return to_f32(raw, dtype).reshape(shape)
+
+
+def test_fifo_stream_through_sfu(tmp_path, tiny):
+    x = np.linspace(-2, 2, 6 * 64).astype(np.float16).reshape(6, 64)
+    units = {"load": [{"op": "load", "dram": "x", "lx": 0, "bytes": 6 * STICK, "signal": ["in"]}],
+             "lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": 6 * STICK, "wait": ["in"]}],
+             "sfu0": [{"op": "relu", "a": "fifo", "out": "fifo", "sticks": 6}],
+             "fifo2lx0": [{"op": "fifo2lx", "lx": 4096, "bytes": 6 * STICK, "signal": ["done"]}],
+             "store": [{"op": "store", "lx": 4096, "dram": "y", "bytes": 6 * STICK, "wait": ["done"]}]}
+    data = program({0: units}, {"x": _buf(x), "y": _buf(x, output="y.npy")})
+    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], np.maximum(x, 0))
+
+
+def test_ring_send_moves_bytes(tmp_path, tiny):
+    x = np.arange(4 * 64, dtype=np.float16).reshape(4, 64)
+    cores = {0: {"load": [{"op": "load", "dram": "x", "lx": 0, "bytes": 4 * STICK, "signal": ["in"]}],
+                 "send": [{"op": "send", "lx": 0, "to_core": 3, "to_lx": 512, "bytes": 4 * STICK, "wait": ["in"],
+                           "signal": ["sent"]}]},
+             3: {"store": [{"op": "store", "lx": 512, "dram": "y", "bytes": 4 * STICK, "wait": ["sent"]}]}}
+    data = program(cores, {"x": _buf(x), "y": _buf(x, output="y.npy")})
+    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], x)
+
+
+def _examples_module():
+    spec = importlib.util.spec_from_file_location("make_programs", ROOT / "examples" / "make_programs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gemm_over_32_cores_matches_numpy(tmp_path, spyre):
+    """The example GEMM generator at a small size: (m=4, n=8) blocks, K in two chunks."""
+    m, k, n, sm, sn, kc = 128, 256, 512, 4, 8, 128
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    mb = m // sm
+    a_dev = a.reshape(sm, mb, k // kc, kc).transpose(0, 2, 1, 3).copy()   # [M/mb][K/kc][mb][kc]
+    b_dev = b.reshape(k, n // 64, 64).transpose(1, 0, 2).copy()           # [N/64][K][64]
+    data = _examples_module().gemm(m, k, n, sm, sn, kc)
+    data["buffers"]["A"].update({"dtype": "fp16", "shape": list(a_dev.shape)})
+    data["buffers"]["B"].update({"dtype": "fp16", "shape": list(b_dev.shape)})
+    data["buffers"]["C"].update({"dtype": "fp16", "shape": [n // 64, m, 64], "output": "c.npy"})
+    got = _run(tmp_path, spyre, data, {"A": a_dev, "B": b_dev})["C"]
+    want = (a.astype(np.float32) @ b.astype(np.float32)).reshape(m, n // 64, 64).transpose(1, 0, 2)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=5e-2)
+
+
+def test_softmax_example_matches_numpy(tmp_path, spyre):
+    path = ROOT / "examples" / "programs" / "softmax_1core.json"
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 1024)).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    got = run(load_program(path, spyre), spyre, functional=True, inputs={"x": tmp_path / "x.npy"}).outputs["y"]
+    x32 = x.astype(np.float32)
+    want = np.exp(x32 - x32.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=1e-3)

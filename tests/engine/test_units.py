@@ -1,0 +1,71 @@
+"""PT, SFU, FIFO, token and PCIe timing, derived by hand on configs/tiny.toml."""
+
+import pytest
+
+
+def _matmul(k, dtype="fp16"):
+    return {"op": "matmul", "a": 0, "b": 65536, "c": 32768, "rows": 8, "k": k, "dtype": dtype}
+
+
+@pytest.mark.parametrize(("k", "dtype", "cycles"), [
+    (64, "fp16", 8 + 64 + 8),    # 8*64*64 MACs / 512 per cycle = 64; B: 64 sticks
+    (100, "fp16", 8 + 100 + 8),
+    (64, "fp8", 8 + 32 + 8),     # 1024 MAC/cycle: 32; B: 64*64 B = 32 sticks
+    (64, "fp32", 8 + 128 + 8),   # 256 MAC/cycle: 128; B: 64*256 B = 128 sticks
+])
+def test_pt_pass(tiny, run_units, k, dtype, cycles):
+    log = run_units(tiny, {0: {"pt0": [_matmul(k, dtype)]}})
+    assert log.total_cycles == cycles
+
+
+def test_both_corelets_run_in_parallel(tiny, run_units):
+    log = run_units(tiny, {0: {"pt0": [_matmul(64)] * 3, "pt1": [_matmul(64)] * 3}})
+    assert log.total_cycles == 3 * 80
+
+
+@pytest.mark.parametrize(("op", "cycles"), [("add", 4 + 5 * 1), ("exp", 4 + 5 * 4), ("reduce_sum", 4 + 5 * 1)])
+def test_sfu_op(tiny, run_units, op, cycles):
+    ins = {"op": op, "a": 0, "out": 4096, "sticks": 5}
+    if op == "add":
+        ins["b"] = 8192
+    assert run_units(tiny, {0: {"sfu0": [ins]}}).total_cycles == cycles
+
+
+def test_token_orders_units_and_cores(tiny, run_units):
+    """A PT pass (80) signals core 1's SFU exp of one stick (4 + 4): 88 in all."""
+    cores = {0: {"pt0": [{**_matmul(64), "signal": ["c"]}]},
+             1: {"sfu1": [{"op": "exp", "a": 0, "out": 128, "sticks": 1, "wait": ["c"]}]}}
+    log = run_units(tiny, cores)
+    assert log.total_cycles == 88
+    assert int(log.unit_stats[log.unit_names.index("core1.sfu1"), 1]) == 80  # stalled on the token
+
+
+def test_fifo_fills_and_stalls_its_producer(tiny, run_units):
+    """LX->FIFO pushes 32 sticks at one per cycle into a 4-deep FIFO; the SFU's exp pops one
+    every 4 cycles (first at cycle 1, when stick 0 became visible): pops at 1 + 4j.
+    Stick i < 5 is pushed at cycle i (slot freed at 1 lets stick 4 in); after that the
+    producer finds the FIFO full each cycle and pushes stick i at pop i - 4, cycle 1 + 4(i-4).
+    Stick 31 is pushed at 109: the producer ends at 110, having stalled 3 cycles before each
+    of sticks 6..31 (26 * 3 = 78). The SFU's last pop is at 125; it ends 4 + 4 later, 133."""
+    cores = {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": 32 * 128}],
+                 "sfu0": [{"op": "exp", "a": "fifo", "out": 8192, "sticks": 32}]}}
+    log = run_units(tiny, cores)
+    assert log.end.tolist() == [110, 133]
+    producer = log.unit_names.index("core0.lx2fifo0")
+    assert int(log.unit_stats[producer, 2]) == 78
+
+
+def test_deep_fifo_never_stalls_producer(tiny_with, run_units):
+    machine = tiny_with("fifo.depth_sticks=64")
+    cores = {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": 32 * 128}],
+                 "sfu0": [{"op": "exp", "a": "fifo", "out": 8192, "sticks": 32}]}}
+    log = run_units(machine, cores)
+    assert log.end.tolist() == [32, 133]
+
+
+def test_pcie_h2d(tiny, run_units):
+    """64 B/cycle, no TLP overhead: a stick every 2 cycles after the 10-cycle latency.
+    Sticks leave the pcie stop at 10 and 12, reach mc0 (1 hop) at 12 and 14; the 2-stick
+    chunk is written: ACT 14, column 24, data 27..35: done 35."""
+    log = run_units(tiny, {}, buffers={"x": {"bytes": 256}}, host=[{"op": "h2d", "dram": "x", "bytes": 256}])
+    assert log.total_cycles == 35

@@ -66,4 +66,8 @@ ROLE_READ, ROLE_WRITE, ROLE_SEND = range(3)
 # Run status returned by the loop.
 STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL = range(4)
 
+# Members of the state tuple ``st`` that ``pack`` builds and every jitted function receives.
+(ST_INS, ST_TOKS, ST_US, ST_TOK, ST_CFG, ST_CH, ST_BANK, ST_FIFO, ST_LINK, ST_CHUNK, ST_CHAN_STOP,
+ ST_RX_PORT, ST_EV, ST_QA, ST_TIMES, ST_ORDER) = range(16)
+
 FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.36 cycles)

@@ -12,7 +12,7 @@ slot) and ``qa`` (counters, bucket heads and tails, the far heap, the free list)
 import numpy as np
 from numba import njit
 
-from .layout import E_COLS, E_KIND, E_NEXT, E_P0, E_P1, E_P2, E_P3, E_P4, E_SEQ, E_TIME
+from . import layout as L
 
 WINDOW = 4096  # cycles the calendar covers; a power of two
 Q_COUNT, Q_SEQ, Q_FREE, Q_CUR, Q_HEAP = range(5)
@@ -22,7 +22,7 @@ _HEAPS = _TAIL + WINDOW
 
 
 def new_queue(capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    ev = np.zeros((capacity, E_COLS), np.int64)
+    ev = np.zeros((capacity, L.E_COLS), np.int64)
     qa = np.zeros(_HEAPS + 2 * capacity, np.int64)
     qa[_HEAD:_HEAPS] = -1
     qa[_HEAPS + capacity:] = np.arange(capacity - 1, -1, -1)
@@ -43,15 +43,15 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     qa[Q_FREE] -= 1
     slot = qa[_HEAPS + cap + qa[Q_FREE]]
     row = ev[slot]
-    row[E_TIME] = time
-    row[E_SEQ] = qa[Q_SEQ]
+    row[L.E_TIME] = time
+    row[L.E_SEQ] = qa[Q_SEQ]
     qa[Q_SEQ] += 1
-    row[E_KIND] = kind
-    row[E_P0] = p0
-    row[E_P1] = p1
-    row[E_P2] = p2
-    row[E_P3] = p3
-    row[E_P4] = p4
+    row[L.E_KIND] = kind
+    row[L.E_P0] = p0
+    row[L.E_P1] = p1
+    row[L.E_P2] = p2
+    row[L.E_P3] = p3
+    row[L.E_P4] = p4
     if time < qa[Q_CUR] + WINDOW:
         _append_nb(ev, qa, slot)
     else:
@@ -61,12 +61,12 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
 
 @njit(cache=True, _nrt=False)
 def _append_nb(ev, qa, slot):
-    b = ev[slot, E_TIME] & (WINDOW - 1)
-    ev[slot, E_NEXT] = -1
+    b = ev[slot, L.E_TIME] & (WINDOW - 1)
+    ev[slot, L.E_NEXT] = -1
     if qa[_HEAD + b] < 0:
         qa[_HEAD + b] = slot
     else:
-        ev[qa[_TAIL + b], E_NEXT] = slot
+        ev[qa[_TAIL + b], L.E_NEXT] = slot
     qa[_TAIL + b] = slot
     qa[Q_COUNT] += 1
 
@@ -74,15 +74,15 @@ def _append_nb(ev, qa, slot):
 @njit(cache=True, _nrt=False)
 def _insert_by_seq_nb(ev, qa, slot):
     """Put a migrated far event into its bucket at its sequence position."""
-    b = ev[slot, E_TIME] & (WINDOW - 1)
+    b = ev[slot, L.E_TIME] & (WINDOW - 1)
     prev, cur = -1, qa[_HEAD + b]
-    while cur >= 0 and ev[cur, E_SEQ] < ev[slot, E_SEQ]:
-        prev, cur = cur, ev[cur, E_NEXT]
-    ev[slot, E_NEXT] = cur
+    while cur >= 0 and ev[cur, L.E_SEQ] < ev[slot, L.E_SEQ]:
+        prev, cur = cur, ev[cur, L.E_NEXT]
+    ev[slot, L.E_NEXT] = cur
     if prev < 0:
         qa[_HEAD + b] = slot
     else:
-        ev[prev, E_NEXT] = slot
+        ev[prev, L.E_NEXT] = slot
     if cur < 0:
         qa[_TAIL + b] = slot
     qa[Q_COUNT] += 1
@@ -90,7 +90,7 @@ def _insert_by_seq_nb(ev, qa, slot):
 
 @njit(cache=True, _nrt=False)
 def _earlier_nb(ev, a, b):
-    return ev[a, E_TIME] < ev[b, E_TIME] or (ev[a, E_TIME] == ev[b, E_TIME] and ev[a, E_SEQ] < ev[b, E_SEQ])
+    return ev[a, L.E_TIME] < ev[b, L.E_TIME] or (ev[a, L.E_TIME] == ev[b, L.E_TIME] and ev[a, L.E_SEQ] < ev[b, L.E_SEQ])
 
 
 @njit(cache=True, _nrt=False)
@@ -133,17 +133,23 @@ def pop_nb(ev, qa):
         if qa[Q_COUNT] == 0:
             if qa[Q_HEAP] == 0:
                 return -1
-            qa[Q_CUR] = ev[qa[_HEAPS], E_TIME]
-        while qa[Q_HEAP] > 0 and ev[qa[_HEAPS], E_TIME] < qa[Q_CUR] + WINDOW:
+            qa[Q_CUR] = ev[qa[_HEAPS], L.E_TIME]
+        while qa[Q_HEAP] > 0 and ev[qa[_HEAPS], L.E_TIME] < qa[Q_CUR] + WINDOW:
             _insert_by_seq_nb(ev, qa, _heap_pop_nb(ev, qa))
         b = qa[Q_CUR] & (WINDOW - 1)
         slot = qa[_HEAD + b]
         if slot < 0:
             qa[Q_CUR] += 1
             continue
-        qa[_HEAD + b] = ev[slot, E_NEXT]
+        qa[_HEAD + b] = ev[slot, L.E_NEXT]
         qa[Q_COUNT] -= 1
         cap = ev.shape[0]
         qa[_HEAPS + cap + qa[Q_FREE]] = slot
         qa[Q_FREE] += 1
         return slot
+
+
+@njit(cache=True, _nrt=False)
+def at_nb(st, t, kind, p0, p1=0, p2=0, p3=0, p4=0):
+    """``push_nb`` on the state tuple built by ``pack``."""
+    return push_nb(st[L.ST_EV], st[L.ST_QA], t, kind, p0, p1, p2, p3, p4)

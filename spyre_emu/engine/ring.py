@@ -9,26 +9,26 @@ equal distances go clockwise (towards higher stop numbers).
 
 from numba import njit
 
-from .layout import C_HOP, C_STOPS, L_FREE, L_STICKS, L_WAIT
+from . import layout as L
 
 
 @njit(cache=True, _nrt=False)
 def hops_nb(cfg, src, dst):
-    cw = (dst - src) % cfg[C_STOPS]
-    return min(cw, cfg[C_STOPS] - cw)
+    cw = (dst - src) % cfg[L.C_STOPS]
+    return min(cw, cfg[L.C_STOPS] - cw)
 
 
 @njit(cache=True, _nrt=False)
 def cross_nb(cfg, link, stop, dst, now):
     """Send one stick from ``stop`` towards ``dst``; return (next stop, arrival cycle, wait)."""
-    n = cfg[C_STOPS]
+    n = cfg[L.C_STOPS]
     cw = (dst - stop) % n
     if cw <= n - cw:
         lk, nxt = 2 * stop, (stop + 1) % n
     else:
         lk, nxt = 2 * stop + 1, (stop - 1) % n
-    depart = max(now, link[lk, L_FREE])
-    link[lk, L_FREE] = depart + 1
-    link[lk, L_STICKS] += 1
-    link[lk, L_WAIT] += depart - now
-    return nxt, depart + cfg[C_HOP], depart - now
+    depart = max(now, link[lk, L.L_FREE])
+    link[lk, L.L_FREE] = depart + 1
+    link[lk, L.L_STICKS] += 1
+    link[lk, L.L_WAIT] += depart - now
+    return nxt, depart + cfg[L.C_HOP], depart - now

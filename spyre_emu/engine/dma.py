@@ -1,0 +1,150 @@
+"""DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM queues.
+
+Timing contract: bursts of at most ``max_burst_bytes`` that do not cross a burst boundary,
+split at channel interleave boundaries into requests; at most ``max_inflight_bytes``
+outstanding per unit. Reads: the request reaches its memory controller after one hop
+latency per hop (requests use no link), waits in the channel's queue, and each stick
+leaves the controller when its data is out, crosses the ring and is written by the unit's
+LX port one per port cycle; the load ends the cycle after its last write. Writes: sticks
+leave the LX port one per port cycle, cross the ring, and a request joins the channel's
+write queue when its sticks are all at the controller; the store ends when its last
+write's data is in DRAM. Sends: sticks leave one per cycle, cross the ring and are written
+by the receiving core's ring port one per cycle. The PCIe unit is a DMA unit whose port
+moves a stick every ~2.3 cycles (``pcie_interval_fp``), after a fixed latency.
+"""
+
+from numba import njit
+
+from . import layout as L
+from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
+from .queue import at_nb
+from .ring import cross_nb, hops_nb
+
+STICK = 128
+
+
+@njit(cache=True, _nrt=False)
+def start_dma_nb(st, u, i, t):
+    """Start DMA instruction ``i`` on unit ``u``; PCIe transfers first wait their latency."""
+    ins, us = st[L.ST_INS], st[L.ST_US]
+    us[u, L.U_ADDR] = ins[i, L.I_A0]
+    us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
+    us[u, L.U_INFLIGHT] = 0
+    us[u, L.U_LEFT] = ins[i, L.I_A2] // STICK
+    us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
+    return issue_nb(st, u, t + ins[i, L.I_DUR])
+
+
+@njit(cache=True, _nrt=False)
+def _port_nb(port, index, interval, t):
+    """Next cycle a port (fixed-point next-free time) accepts a stick at or after ``t``."""
+    free_fp = max(port[index], t * L.FP_ONE)
+    port[index] = free_fp + interval
+    return (free_fp + L.FP_ONE - 1) // L.FP_ONE
+
+
+@njit(cache=True, _nrt=False)
+def issue_nb(st, u, t):
+    """Issue the L.DMA's next bursts while its in-flight budget allows."""
+    ins, us, cfg, chunk, chan_stop = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
+    op = ins[us[u, L.U_PC], L.I_OP]
+    ok = True
+    while us[u, L.U_ISSUE_LEFT] > 0:
+        addr = us[u, L.U_ADDR]
+        burst = min(us[u, L.U_ISSUE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
+        if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
+            break
+        us[u, L.U_INFLIGHT] += burst
+        us[u, L.U_ISSUE_LEFT] -= burst
+        us[u, L.U_ADDR] += burst
+        if op == L.OP_SEND:
+            for _ in range(burst // STICK):
+                d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
+                to_core = ins[us[u, L.U_PC], L.I_A1]
+                ok &= at_nb(st, d, L.EV_STICK, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, to_core)
+            continue
+        a = addr
+        while a < addr + burst:
+            n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - a % cfg[L.C_INTERLEAVE]) // STICK
+            mc = chan_stop[channel_of_nb(cfg, a)]
+            slots = cfg[L.C_INFLIGHT] // STICK
+            k = u * slots + us[u, L.U_CHUNK] % slots
+            us[u, L.U_CHUNK] += 1
+            chunk[k, L.K_ADDR] = a
+            chunk[k, L.K_STICKS] = n
+            chunk[k, L.K_UNIT] = u
+            if op == L.OP_LOAD or op == L.OP_D2H:
+                chunk[k, L.K_LEFT] = 0
+                ok &= at_nb(st, t + hops_nb(cfg, us[u, L.U_STOP], mc) * cfg[L.C_HOP], L.EV_DRAM, k)
+            else:
+                chunk[k, L.K_LEFT] = n
+                for _ in range(n):
+                    d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
+                    ok &= at_nb(st, d, L.EV_STICK, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
+            a += n * STICK
+    return ok
+
+
+@njit(cache=True, _nrt=False)
+def delivered_nb(st, u, sticks, done_at, t):
+    us = st[L.ST_US]
+    us[u, L.U_INFLIGHT] -= sticks * STICK
+    us[u, L.U_LEFT] -= sticks
+    us[u, L.S_STICKS] += sticks
+    if us[u, L.U_LEFT] == 0:
+        return at_nb(st, done_at, L.EV_DONE, u)
+    return issue_nb(st, u, t)
+
+
+@njit(cache=True, _nrt=False)
+def request_nb(st, k, is_write, t):
+    """A L.DRAM request reaches its controller's queue."""
+    cfg, ch, chunk = st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK]
+    if enqueue_nb(cfg, ch, chunk, k, is_write):
+        c = channel_of_nb(cfg, chunk[k, L.K_ADDR])
+        return at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def channel_nb(st, c, t):
+    """The channel picks and serves its next request, then re-arms if more wait."""
+    us, cfg, ch, bank = st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK]
+    chunk, chan_stop = st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
+    ch[c, L.D_ARMED] = 0
+    k, is_write = pick_nb(ch, chunk, c)
+    if k < 0:
+        return True
+    u, sticks = chunk[k, L.K_UNIT], chunk[k, L.K_STICKS]
+    data = serve_nb(cfg, ch, bank, chunk[k, L.K_ADDR], sticks, is_write, t)
+    us[u, L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
+    ok = True
+    if is_write:
+        ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks)
+    else:
+        for s in range(sticks):
+            ok &= at_nb(st, data + (s + 1) * cfg[L.C_STICK_CYC], L.EV_STICK, chan_stop[c], us[u, L.U_STOP], u,
+                         L.ROLE_READ, 0)
+    if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
+        ch[c, L.D_ARMED] = 1
+        ok &= at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+    return ok
+
+
+@njit(cache=True, _nrt=False)
+def stick_nb(st, stop, dst, u, role, x, t):
+    us, cfg, link, chunk, rx_port = st[L.ST_US], st[L.ST_CFG], st[L.ST_LINK], st[L.ST_CHUNK], st[L.ST_RX_PORT]
+    if stop != dst:
+        nxt, arrive, wait = cross_nb(cfg, link, stop, dst, t)
+        us[u, L.S_STALL_LINK] += wait
+        return at_nb(st, arrive, L.EV_STICK, nxt, dst, u, role, x)
+    if role == L.ROLE_WRITE:
+        chunk[x, L.K_LEFT] -= 1
+        if chunk[x, L.K_LEFT] > 0:
+            return True
+        return request_nb(st, x, 1, t)
+    if role == L.ROLE_READ:
+        w = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
+    else:
+        w = _port_nb(rx_port, x, L.FP_ONE, t)
+    return delivered_nb(st, u, 1, w + 1, t)

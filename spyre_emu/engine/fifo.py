@@ -1,0 +1,75 @@
+"""FIFO streaming: LX->FIFO and FIFO->LX movers and SFU ops on FIFOs, one stick per step.
+
+Timing contract: a step needs a visible stick in its source FIFO and a free slot in its
+destination FIFO; the slot is reserved at the step and the stick becomes visible ``step``
+cycles later (SFU: plus its pipeline latency). Movers step once per cycle, the SFU once per
+its cost class. A blocked unit is woken by the pop or the visibility it waits for.
+"""
+
+from numba import njit
+
+from . import layout as L
+from .queue import at_nb
+
+
+@njit(cache=True, _nrt=False)
+def step_nb(st, u, t):
+    """One stick of a L.FIFO-streaming instruction (LX->L.FIFO, L.FIFO->LX, SFU on FIFOs)."""
+    ins, us, cfg, fifo, t_mark = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_FIFO], st[L.ST_TIMES][2]
+    i = us[u, L.U_PC]
+    op = ins[i, L.I_OP]
+    fin, fout = 2 * us[u, L.U_CORELET], 2 * us[u, L.U_CORELET] + 1
+    if op == L.OP_LX2FIFO:
+        src, dst, step, visible = -1, fin, 1, 1
+    elif op == L.OP_FIFO2LX:
+        src, dst, step, visible = fout, -1, 1, 1
+    else:
+        src = fin if ins[i, L.I_A1] else -1
+        dst = fout if ins[i, L.I_A3] else -1
+        step, visible = ins[i, L.I_A5], ins[i, L.I_A5] + ins[i, L.I_A6]
+    if src >= 0 and fifo[src, L.F_VIS] == 0:
+        _block_nb(us, u, L.BLOCK_DATA, t)
+        fifo[src, L.F_WDATA] = u
+        return True
+    if dst >= 0 and fifo[dst, L.F_OCC] >= cfg[L.C_FIFO_DEPTH]:
+        _block_nb(us, u, L.BLOCK_ROOM, t)
+        fifo[dst, L.F_WROOM] = u
+        return True
+    if us[u, L.U_BLOCK] != L.BLOCK_NONE:
+        us[u, L.S_STALL_FIFO] += t - us[u, L.U_BLOCKSINCE]
+        us[u, L.U_BLOCK] = L.BLOCK_NONE
+    ok = True
+    if src >= 0:
+        fifo[src, L.F_VIS] -= 1
+        fifo[src, L.F_OCC] -= 1
+        if fifo[src, L.F_WROOM] >= 0:
+            ok &= at_nb(st, t, L.EV_STEP, fifo[src, L.F_WROOM])
+            fifo[src, L.F_WROOM] = -1
+    if dst >= 0:
+        fifo[dst, L.F_OCC] += 1
+        ok &= at_nb(st, t + visible, L.EV_FIFO_VIS, dst)
+        if t_mark[i] < 0:
+            t_mark[i] = t
+    us[u, L.S_STICKS] += 1
+    us[u, L.U_LEFT] -= 1
+    if us[u, L.U_LEFT] == 0:
+        return ok and at_nb(st, t + visible, L.EV_DONE, u)
+    return ok and at_nb(st, t + step, L.EV_STEP, u)
+
+
+@njit(cache=True, _nrt=False)
+def _block_nb(us, u, reason, t):
+    if us[u, L.U_BLOCK] == L.BLOCK_NONE:
+        us[u, L.U_BLOCKSINCE] = t
+    us[u, L.U_BLOCK] = reason
+
+
+@njit(cache=True, _nrt=False)
+def fifo_visible_nb(st, f, t):
+    fifo = st[L.ST_FIFO]
+    fifo[f, L.F_VIS] += 1
+    if fifo[f, L.F_WDATA] >= 0:
+        w = fifo[f, L.F_WDATA]
+        fifo[f, L.F_WDATA] = -1
+        return at_nb(st, t, L.EV_STEP, w)
+    return True

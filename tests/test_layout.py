@@ -1,0 +1,53 @@
+"""Guards on the code's shape: module size, no torch in the simulator, imports go down the path."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "spyre_emu"
+MAX_LINES = 400
+# A stage may import only what is at or below it on the path (and the shared leaves).
+ORDER = ["errors", "config", "numerics", "unit_program", "engine", "results", "pipeline", "cli"]
+
+
+def _modules():
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _stage(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).parts
+    return rel[0].removesuffix(".py") if rel[0] != "__init__.py" else "cli"
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append(("." * node.level) + (node.module or ""))
+    return names
+
+
+def test_modules_stay_small():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in _modules()}
+    print("\n".join(f"{n:>5}  {p}" for p, n in sorted(sizes.items(), key=lambda kv: -kv[1])))
+    assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_simulator_never_imports_torch():
+    for path in _modules():
+        assert not [m for m in _imports(path) if m.split(".")[0] == "torch"], path
+
+
+def test_imports_only_go_down_the_path():
+    for path in _modules():
+        mine = ORDER.index(_stage(path))
+        for name in _imports(path):
+            if not name.startswith("..") and not name.startswith("spyre_emu"):
+                continue
+            target = name.lstrip(".").removeprefix("spyre_emu.").split(".")[0] if name.startswith(
+                "spyre_emu") or name.startswith("..") else None
+            if target in ORDER:
+                assert ORDER.index(target) <= mine, f"{path.relative_to(ROOT)} imports {name}"

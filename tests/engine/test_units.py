@@ -69,3 +69,16 @@ def test_pcie_h2d(tiny, run_units):
     chunk is written: ACT 14, column 24, data 27..35: done 35."""
     log = run_units(tiny, {}, buffers={"x": {"bytes": 256}}, host=[{"op": "h2d", "dram": "x", "bytes": 256}])
     assert log.total_cycles == 35
+
+
+def test_sfu_on_lx_equals_the_per_stick_fifo_stream(tiny_with, run_units):
+    """The one-event SFU op on LX operands is exact: streaming the same sticks one by one
+    through a FIFO the mover never lets run dry gives the same SFU occupancy, shifted by
+    the one cycle the first stick takes to become visible in the FIFO."""
+    machine = tiny_with("fifo.depth_sticks=64")
+    for op, n in (("exp", 7), ("add", 5), ("relu", 16)):
+        extra = {"b": 65536} if op == "add" else {}
+        lx = run_units(machine, {0: {"sfu0": [{"op": op, "a": 0, "out": 8192, "sticks": n, **extra}]}})
+        fifo = run_units(machine, {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": n * 128}],
+                                       "sfu0": [{"op": op, "a": "fifo", "out": 8192, "sticks": n, **extra}]}})
+        assert fifo.end[1] == lx.total_cycles + 1, op

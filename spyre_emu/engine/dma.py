@@ -35,7 +35,7 @@ def start_dma_nb(st, u, i, t):
     return issue_nb(st, u, t + ins[i, L.I_DUR])
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _port_nb(port, index, interval, t):
     """Next cycle a port (fixed-point next-free time) accepts a stick at or after ``t``."""
     free_fp = max(port[index], t * L.FP_ONE)

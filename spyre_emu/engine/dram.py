@@ -25,7 +25,7 @@ from numba import njit
 from . import layout as L
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def channel_of_nb(cfg, addr):
     return (addr // cfg[L.C_INTERLEAVE]) % cfg[L.C_CHANNELS]
 

@@ -34,7 +34,7 @@ def pending(qa: np.ndarray) -> int:
     return int(qa[Q_COUNT] + qa[Q_HEAP])
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     """Schedule an event at ``time`` (never before the current cycle); False when full."""
     if qa[Q_FREE] == 0:
@@ -59,7 +59,7 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _append_nb(ev, qa, slot):
     b = ev[slot, L.E_TIME] & (WINDOW - 1)
     ev[slot, L.E_NEXT] = -1
@@ -149,7 +149,7 @@ def pop_nb(ev, qa):
         return slot
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def at_nb(st, t, kind, p0, p1=0, p2=0, p3=0, p4=0):
     """``push_nb`` on the state tuple built by ``pack``."""
     return push_nb(st[L.ST_EV], st[L.ST_QA], t, kind, p0, p1, p2, p3, p4)

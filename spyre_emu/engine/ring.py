@@ -12,13 +12,13 @@ from numba import njit
 from . import layout as L
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def hops_nb(cfg, src, dst):
     cw = (dst - src) % cfg[L.C_STOPS]
     return min(cw, cfg[L.C_STOPS] - cw)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def cross_nb(cfg, link, stop, dst, now):
     """Send one stick from ``stop`` towards ``dst``; return (next stop, arrival cycle, wait)."""
     n = cfg[L.C_STOPS]

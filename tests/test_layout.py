@@ -1,6 +1,7 @@
 """Guards on the code's shape: module size, no torch in the simulator, imports go down the path."""
 
 import ast
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +52,9 @@ def test_imports_only_go_down_the_path():
                 "spyre_emu") or name.startswith("..") else None
             if target in ORDER:
                 assert ORDER.index(target) <= mine, f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_every_package_is_installed():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert listed == found | {"spyre_emu.frontend"}

@@ -37,6 +37,7 @@ def step_nb(st, u, t):
         return True
     if us[u, L.U_BLOCK] != L.BLOCK_NONE:
         us[u, L.S_STALL_FIFO] += t - us[u, L.U_BLOCKSINCE]
+        us[u, L.S_BUSY] -= t - us[u, L.U_BLOCKSINCE]  # busy counts the cycles the unit was not stalled
         us[u, L.U_BLOCK] = L.BLOCK_NONE
     ok = True
     if src >= 0:

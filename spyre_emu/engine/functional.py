@@ -119,10 +119,9 @@ def _sticks(data: np.ndarray) -> list[np.ndarray]:
 def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
     dtype, rows, k = a.get("dtype", "fp16"), a["rows"], a["k"]
     db, cols = DTYPE_BYTES[dtype], machine.pt.cols_per_pass
-    a_row = -(-k * db // STICK_BYTES) * STICK_BYTES
-    b_row = -(-cols * db // STICK_BYTES) * STICK_BYTES
+    a_row = -(-k * db // STICK_BYTES) * STICK_BYTES  # each A row starts on a stick
     lhs = np.stack([to_f32(lx[a["a"] + r * a_row:a["a"] + r * a_row + k * db], dtype) for r in range(rows)])
-    rhs = to_f32(lx[a["b"]:a["b"] + k * b_row].reshape(k, b_row)[:, :cols * db].copy(), dtype).reshape(k, cols)
+    rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
     out = lhs.astype(np.float32) @ rhs.astype(np.float32)
     c = slice(a["c"], a["c"] + rows * cols * 2)
     if a.get("accumulate"):

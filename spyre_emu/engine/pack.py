@@ -59,47 +59,57 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int) -> Packed:
     names = unit_names(machine)
     tokens = sorted({t for ins in instructions for t in (*ins.wait, *ins.signal)})
     token_id = {t: k for k, t in enumerate(tokens)}
-    ins = np.zeros((max(len(instructions), 1), L.I_COLS), np.int64)
+    rows: list[list[int]] = []
     toks: list[int] = []
     us = _units(machine, len(names))
+    per_op: dict[tuple, list[int]] = {}  # programs repeat instructions: encode each shape once
+    ranges: dict[int, list[int]] = {}  # unit -> [first, end) of its contiguous stream
     for i, item in enumerate(instructions):
         u = unit_index(machine, item.core, item.unit)
-        if us[u, L.U_END] == 0:
-            us[u, L.U_PC] = i
-        us[u, L.U_END] = i + 1
-        ins[i, L.I_UNIT] = u
-        _encode(ins[i], item, machine)
-        ins[i, L.I_W0] = len(toks)
+        ranges.setdefault(u, [i, i])[1] = i + 1
+        key = (item.op, *item.args.items())
+        if key not in per_op:
+            per_op[key] = _encode(item, machine)
+        row = per_op[key].copy()
+        row[L.I_UNIT] = u
+        row[L.I_W0] = len(toks)
         toks += [token_id[t] for t in item.wait]
-        ins[i, L.I_W1] = ins[i, L.I_S0] = len(toks)
+        row[L.I_W1] = row[L.I_S0] = len(toks)
         toks += [token_id[t] for t in item.signal]
-        ins[i, L.I_S1] = len(toks)
+        row[L.I_S1] = len(toks)
+        rows.append(row)
+    ins = np.array(rows or [[0] * L.I_COLS], np.int64)
+    for u, (first, end) in ranges.items():
+        us[u, L.U_PC], us[u, L.U_END] = first, end
     state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
                    max_cycles)
     return Packed(state, instructions, names, tokens)
 
 
-def _encode(row: np.ndarray, item: Instruction, machine: Machine) -> None:
+def _encode(item: Instruction, machine: Machine) -> list[int]:
+    """The instruction's row of the table, without its unit and token ranges."""
+    row = [0] * L.I_COLS
     a = item.args
     if item.op in SFU_OPS:
-        per_stick = sfu_stick_cycles(machine, item.op)
-        row[[L.I_OP, L.I_A0, L.I_A1, L.I_A3, L.I_A4, L.I_A5, L.I_A6]] = [
-            Op.SFU, SFU_OPS[item.op].code, a["a"] == "fifo", a["out"] == "fifo", a["sticks"], per_stick,
-            machine.sfu.latency_cycles]
-        row[L.I_DUR] = machine.sfu.latency_cycles + a["sticks"] * per_stick
-        return
+        per_stick, latency = sfu_stick_cycles(machine, item.op), machine.sfu.latency_cycles
+        row[L.I_OP], row[L.I_A0] = Op.SFU, SFU_OPS[item.op].code
+        row[L.I_A1], row[L.I_A3] = int(a["a"] == "fifo"), int(a["out"] == "fifo")
+        row[L.I_A4], row[L.I_A5], row[L.I_A6] = a["sticks"], per_stick, latency
+        row[L.I_DUR] = latency + a["sticks"] * per_stick
+        return row
     op = Op[item.op.upper()]
     row[L.I_OP] = op
     if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
-        row[[L.I_A0, L.I_A1, L.I_A2]] = [a["dram"], a.get("lx", 0), a["bytes"]]
+        row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["dram"], a.get("lx", 0), a["bytes"]
         row[L.I_DUR] = machine.pcie.latency_cycles if op in (Op.H2D, Op.D2H) else 0
     elif op == Op.SEND:
-        row[[L.I_A0, L.I_A1, L.I_A2, L.I_A3]] = [a["lx"], a["to_core"], a["bytes"],
-                                                 machine.stop_of(f"core{a['to_core']}")]
+        row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["lx"], a["to_core"], a["bytes"]
+        row[L.I_A3] = machine.stop_of(f"core{a['to_core']}")
     elif op in (Op.LX2FIFO, Op.FIFO2LX):
         row[L.I_A4] = a["bytes"] // STICK_BYTES
     else:
         row[L.I_DUR] = pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"))
+    return row
 
 
 def _units(machine: Machine, count: int) -> np.ndarray:

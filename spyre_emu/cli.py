@@ -1,12 +1,13 @@
 """`spyre-emu`: argument parsing and output files only; the work is in pipeline.run.
 
 Every user error is one line on stderr and exit status 2; output files are written only
-after the run succeeded, each through a temporary file renamed into place.
+after the run succeeded: all to temporary files first, then each renamed into place.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import load_machine
+from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
 from .pipeline import load_program, run
 from .results import chrome_trace
@@ -24,7 +26,7 @@ EXIT_USAGE = 2
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, not usage + message
-        raise SpyreEmuError(message, "spyre-emu")
+        raise SpyreEmuError(message)  # main() adds the "spyre-emu: error:" prefix
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,24 +59,36 @@ def _inputs(items: list[str]) -> dict[str, Path]:
     return out
 
 
-def _write_atomic(path: str | Path, write) -> None:
-    path = Path(path)
+def _write_all(outputs: list[tuple[Path, object]]) -> None:
+    """Write every output to a temporary file beside it, then rename them all into place.
+
+    A path that cannot be written fails the run before any output file appears.
+    """
+    staged: list[tuple[str, Path]] = []
+    path = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
+        for path, payload in outputs:
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as handle:
+                if isinstance(payload, bytes):
+                    handle.write(payload)
+                else:
+                    np.save(handle, payload, allow_pickle=False)
+        for tmp, path in staged:
+            os.replace(tmp, path)
     except OSError as exc:
         raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.max_cycles is not None and args.max_cycles <= 0:
-        raise SpyreEmuError("must be a positive number of cycles", "--max-cycles")
+    if args.max_cycles is not None and not 0 < args.max_cycles <= DEFAULT_MAX_CYCLES:
+        raise SpyreEmuError(f"must be a number of cycles from 1 to {DEFAULT_MAX_CYCLES}", "--max-cycles")
     machine = load_machine(args.config, args.set)
     program = load_program(args.program, machine)
     kwargs = {"max_cycles": args.max_cycles} if args.max_cycles else {}
@@ -86,11 +100,7 @@ def _run(args: argparse.Namespace) -> None:
         outputs.append((Path(args.trace), chrome_trace(result.log, machine).encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / program.buffers[name].output, array))
-    for path, payload in outputs:
-        if isinstance(payload, bytes):
-            _write_atomic(path, lambda h, p=payload: h.write(p))
-        else:
-            _write_atomic(path, lambda h, a=payload: np.save(h, a, allow_pickle=False))
+    _write_all(outputs)
     if not args.quiet:
         sys.stdout.write(result.report.to_text())
 
@@ -100,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         _run(args)
     except SpyreEmuError as exc:
-        print(f"spyre-emu: error: {exc}", file=sys.stderr)
+        one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # a file name or --set may hold one
+        print(f"spyre-emu: error: {one_line}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("spyre-emu: interrupted", file=sys.stderr)

@@ -67,8 +67,13 @@ def _input_bytes(program: UnitProgram, overrides: dict[str, Path]) -> dict[str, 
             continue
         try:
             array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise ProgramError(f"cannot read input {str(path)!r}: {exc.strerror}", program.source, where) from None
+        except (ValueError, EOFError) as exc:  # not a .npy file, truncated, or pickled objects
             raise ProgramError(f"cannot read input {str(path)!r}: {exc}", program.source, where) from None
+        if not isinstance(array, np.ndarray):  # an .npz archive
+            array.close()
+            raise ProgramError(f"input {str(path)!r} is not a single .npy array", program.source, where)
         if array.dtype != np.dtype(numpy_dtype(buf.dtype)):
             raise ProgramError(f"input {str(path)!r} has dtype {array.dtype}, buffer is {buf.dtype}",
                                program.source, where)

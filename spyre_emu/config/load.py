@@ -6,6 +6,7 @@ Every failure is a ConfigError naming the file (or the --set option) and the key
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from pathlib import Path
@@ -15,26 +16,43 @@ from ..errors import ConfigError
 from .machine import Machine
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "spyre.toml"
+INT64_MAX = (1 << 63) - 1  # the engine keeps every value in int64 arrays
 
 
 def load_machine(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Machine:
     """Load ``path`` (default ``configs/spyre.toml``) with ``KEY=VALUE`` overrides applied."""
     path = Path(path) if path else DEFAULT_CONFIG
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror}", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"invalid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})", str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", str(path)) from None
-    for item in overrides:
-        _apply_override(raw, item)
-    machine = _build(Machine, raw, str(path), "")
+    setters = {_apply_override(raw, item): f"--set {item}" for item in overrides}
+
+    def blame(key: str) -> str:
+        """The --set option that last wrote ``key`` (or a table holding it), else the file."""
+        hits = [k for k in setters if key == k or key.startswith(k + ".")]
+        return setters[max(hits, key=len)] if hits else str(path)
+
+    try:
+        machine = _build(Machine, raw, str(path), "")
+    except ConfigError as exc:
+        raise ConfigError(exc.message, blame(exc.path or ""), exc.path) from None
+    # Every core and memory controller needs a ring stop: checked first, as problems() lists them all.
+    for key, count in (("cores.count", machine.cores.count), ("dram.controllers", machine.dram.controllers)):
+        if count > len(machine.ring.stops):
+            raise ConfigError(f"{count} is more than the {len(machine.ring.stops)} ring stops in ring.stops",
+                              blame(key), key)
     for key, message in machine.problems():
-        raise ConfigError(f"{key}: {message}", str(path))
+        raise ConfigError(message, blame(key), key)
     return machine
 
 
-def _apply_override(raw: dict[str, Any], item: str) -> None:
+def _apply_override(raw: dict[str, Any], item: str) -> str:
+    """Set one ``KEY=VALUE`` in ``raw``; returns the key."""
     key, sep, text = item.partition("=")
     where = f"--set {item}"
     if not sep or not key.strip():
@@ -52,12 +70,13 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     if leaf not in node:
         raise ConfigError(f"unknown key {key.strip()!r}", where)
     node[leaf] = value
+    return key.strip()
 
 
 def _build(cls: type, raw: Any, file: str, prefix: str) -> Any:
     """Build dataclass ``cls`` from table ``raw``, checking keys and types exactly."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"expected a table, got {type(raw).__name__}", file, prefix or None)
+        raise ConfigError(f"expected a table, got {type(raw).__name__}", file, prefix.rstrip(".") or None)
     hints = typing.get_type_hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     for key in raw:
@@ -85,8 +104,12 @@ def _convert(hint: Any, value: Any, file: str, key: str) -> Any:
             raise ConfigError("expected an array of strings", file, key)
         return tuple(value)
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigError(f"expected a finite number, got {value!r}", file, key)
         return float(value)
     if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > INT64_MAX:
+            raise ConfigError(f"{value} does not fit in 64 bits", file, key)
         return value
     if hint is str and isinstance(value, str):
         return value

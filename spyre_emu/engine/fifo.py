@@ -35,10 +35,7 @@ def step_nb(st, u, t):
         _block_nb(us, u, L.BLOCK_ROOM, t)
         fifo[dst, L.F_WROOM] = u
         return True
-    if us[u, L.U_BLOCK] != L.BLOCK_NONE:
-        us[u, L.S_STALL_FIFO] += t - us[u, L.U_BLOCKSINCE]
-        us[u, L.S_BUSY] -= t - us[u, L.U_BLOCKSINCE]  # busy counts the cycles the unit was not stalled
-        us[u, L.U_BLOCK] = L.BLOCK_NONE
+    _unblock_nb(us, u, t)
     ok = True
     if src >= 0:
         fifo[src, L.F_VIS] -= 1
@@ -60,9 +57,21 @@ def step_nb(st, u, t):
 
 @njit(cache=True, _nrt=False)
 def _block_nb(us, u, reason, t):
-    if us[u, L.U_BLOCK] == L.BLOCK_NONE:
+    if us[u, L.U_BLOCK] != reason:
+        _unblock_nb(us, u, t)
         us[u, L.U_BLOCKSINCE] = t
-    us[u, L.U_BLOCK] = reason
+        us[u, L.U_BLOCK] = reason
+
+
+@njit(cache=True, _nrt=False)
+def _unblock_nb(us, u, t):
+    """Charge the cycles since the unit blocked to its cause; busy excludes them."""
+    if us[u, L.U_BLOCK] == L.BLOCK_NONE:
+        return
+    stalled = t - us[u, L.U_BLOCKSINCE]
+    us[u, L.S_STALL_DATA if us[u, L.U_BLOCK] == L.BLOCK_DATA else L.S_STALL_ROOM] += stalled
+    us[u, L.S_BUSY] -= stalled
+    us[u, L.U_BLOCK] = L.BLOCK_NONE
 
 
 @njit(cache=True, _nrt=False)

@@ -9,7 +9,7 @@ import numpy as np
 from ..unit_program import Instruction
 from . import layout as L
 
-UNIT_STATS = ("busy_cycles", "stall_token_cycles", "stall_fifo_cycles", "stall_link_cycles",
+UNIT_STATS = ("busy_cycles", "stall_token_cycles", "stall_data_cycles", "stall_room_cycles", "stall_link_cycles",
               "stall_dram_cycles", "sticks")
 CHANNEL_STATS = ("read_sticks", "write_sticks", "busy_cycles", "row_hits", "row_misses",
                  "row_conflicts", "refreshes", "turnarounds")

@@ -19,7 +19,8 @@ from ..unit_program.opcodes import unit_kind
 UNIT_CLASSES = {"load": "dma", "store": "dma", "send": "dma", "lx2fifo": "dma", "fifo2lx": "dma",
                 "pt": "pt", "sfu": "sfu", "pcie": "pcie"}
 STALLS = {"stall_token_cycles": "waiting for a token (data not yet produced)",
-          "stall_fifo_cycles": "waiting for FIFO data or room",
+          "stall_data_cycles": "waiting for data in its input FIFO",
+          "stall_room_cycles": "waiting for room in its output FIFO",
           "stall_link_cycles": "sticks waiting for a ring link (stick-cycles)",
           "stall_dram_cycles": "requests waiting for DRAM beyond its latency (request-cycles)"}
 
@@ -124,6 +125,7 @@ def render_text(d: dict[str, Any]) -> str:
         stalls = ", ".join(f"{k[6:-7]} {row[k]}" for k in STALLS if row[k]) or "none"
         lines.append(f"{cls:<6}{row['units_used']:>6}{row['busy_cycles']:>14}{100 * row['busy_share']:>7.1f}%  "
                      f"{stalls}")
+    lines.append("  stalls: " + "; ".join(f"{k[6:-7]} = {why}" for k, why in STALLS.items()))
     pt = d["pt"]
     if pt["passes"]:
         lines.append(f"PT: {pt['passes']} passes, {pt['macs']} MACs on {pt['arrays_used']} arrays, "

@@ -21,6 +21,17 @@ from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
+MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    """A JSON integer; the draft's "integer" also accepts 128.0, which would reach the engine as a float."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
 
 @cache
@@ -29,7 +40,7 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validators() -> tuple[jsonschema.Draft202012Validator, dict[str, jsonschema.Draft202012Validator]]:
+def _validators() -> tuple[Any, dict[str, Any]]:
     """The envelope validator (instructions only need an op) and one validator per op.
 
     Validating each instruction against its own op's definition is the same check as the
@@ -41,11 +52,11 @@ def _validators() -> tuple[jsonschema.Draft202012Validator, dict[str, jsonschema
     per_op = {}
     for name, spec in full["$defs"].items():
         if name.startswith("op_"):
-            validator = jsonschema.Draft202012Validator({"$defs": full["$defs"], **spec})
+            validator = _Validator({"$defs": full["$defs"], **spec})
             op = spec["properties"]["op"]
             for code in op.get("enum", [op.get("const")]):
                 per_op[code] = validator
-    return jsonschema.Draft202012Validator(envelope), per_op
+    return _Validator(envelope), per_op
 
 
 def _check_schema(data: Any, source: str) -> None:
@@ -66,10 +77,12 @@ def _check_schema(data: Any, source: str) -> None:
 def read_json(path: Path) -> Any:
     """Parse a JSON file; a read or syntax problem becomes a one-line ProgramError."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProgramError(f"cannot read: {exc.strerror}", str(path)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except RecursionError:
+        raise ProgramError("invalid JSON: nested too deeply", str(path)) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits
         raise ProgramError(f"invalid JSON: {exc}", str(path)) from None
 
 
@@ -126,6 +139,8 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
             raise ProgramError(f"must be a whole number of {STICK_BYTES} B sticks", source, where + ".bytes")
         if addr + nbytes > machine.dram.size_bytes:
             raise ProgramError("does not fit in device memory", source, where + ".bytes")
+        if "output" in spec and Path(spec["output"]).name in ("", ".", ".."):
+            raise ProgramError(f"expected a file name, got {spec['output']!r}", source, where + ".output")
         shape = tuple(spec["shape"]) if "shape" in spec else None
         dtype = spec.get("dtype", "fp16")
         if shape is not None and _prod(shape) * DTYPE_BYTES[dtype] > nbytes:
@@ -168,14 +183,16 @@ def _resolve_dram(ref: int | str, nbytes: int, buffers: dict[str, Buffer], machi
                   source: str, path: str) -> int:
     where = path + ".dram"
     if isinstance(ref, str):
-        name, _, offset = ref.partition("+")
+        name, _, digits = ref.partition("+")
         if name not in buffers:
             raise ProgramError(f"unknown buffer {name!r}", source, where)
         buf = buffers[name]
-        if int(offset or 0) + nbytes > buf.nbytes:
+        # more than 20 digits is past any buffer (and int() refuses more than 4300)
+        offset = int(digits or 0) if len(digits) <= 20 else buf.nbytes + 1
+        if offset + nbytes > buf.nbytes:
             raise ProgramError(f"{ref}..+{nbytes} B runs past the end of buffer {name!r} "
                                f"({buf.nbytes} B)", source, where)
-        addr = buf.addr + int(offset or 0)
+        addr = buf.addr + offset
     else:
         addr = ref
     if addr % STICK_BYTES:
@@ -219,6 +236,9 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
         _check_sfu(ins, source)
     if ins.op == "matmul" and a["rows"] > machine.pt.rows_per_pass:
         raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
+    if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
+        raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
+                           source, ins.path + (".dtype" if "dtype" in a else ""))
     if ins.op == "send":
         if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
             raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
@@ -230,6 +250,8 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
 
 def _check_sfu(ins: Instruction, source: str) -> None:
     spec, a = SFU_OPS[ins.op], ins.args
+    if a["sticks"] > MAX_SFU_STICKS:
+        raise ProgramError(f"at most {MAX_SFU_STICKS} sticks in one instruction", source, ins.path + ".sticks")
     if (spec.arity == 2) != ("b" in a):
         need = "needs operand 'b'" if spec.arity == 2 else "takes no operand 'b'"
         raise ProgramError(f"{ins.op} {need}", source, ins.path)

@@ -52,7 +52,8 @@ def test_fifo_fills_and_stalls_its_producer(tiny, run_units):
     log = run_units(tiny, cores)
     assert log.end.tolist() == [110, 133]
     producer = log.unit_names.index("core0.lx2fifo0")
-    assert int(log.unit_stats[producer, 2]) == 78
+    assert int(log.unit_stats[producer, 3]) == 78  # stalled for room
+    assert int(log.unit_stats[producer, 0]) == 110 - 78  # busy excludes the stalls
 
 
 def test_deep_fifo_never_stalls_producer(tiny_with, run_units):

@@ -28,6 +28,11 @@ def _non_negative(obj: object, *names: str) -> Problems:
     return [(n, "must be >= 0") for n in names if getattr(obj, n) < 0]
 
 
+def _at_most(obj: object, **limits: int) -> Problems:
+    """Upper bounds that keep the engine's preallocated arrays to a sane size."""
+    return [(n, f"must be at most {limit}") for n, limit in limits.items() if getattr(obj, n) > limit]
+
+
 def _powers_of_two(obj: object, *names: str) -> Problems:
     return [(n, "must be a power of two") for n in names if not _pow2(getattr(obj, n))]
 
@@ -100,7 +105,7 @@ class Dma:
             bad.append(("max_burst_bytes", f"must be at least one stick ({STICK_BYTES} B)"))
         if self.max_inflight_bytes < self.max_burst_bytes:
             bad.append(("max_inflight_bytes", "must be at least max_burst_bytes"))
-        return bad
+        return bad + _at_most(self, max_inflight_bytes=1 << 24)
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class Fifo:
     depth_sticks: int
 
     def problems(self) -> Problems:
-        return _positive(self, "depth_sticks")
+        return _positive(self, "depth_sticks") + _at_most(self, depth_sticks=1 << 20)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ class Lx:
     port_bytes_per_cycle: int
 
     def problems(self) -> Problems:
-        bad = _powers_of_two(self, "size_bytes")
+        bad = _powers_of_two(self, "size_bytes") + _at_most(self, size_bytes=1 << 30)
         if self.port_bytes_per_cycle != STICK_BYTES:
             bad.append(("port_bytes_per_cycle", f"the engine moves one {STICK_BYTES} B stick per port cycle"))
         return bad
@@ -161,6 +166,7 @@ class Dram:
 
     def problems(self) -> Problems:
         bad = _powers_of_two(self, "channels", "controllers", "banks", "row_bytes", "interleave_bytes")
+        bad += _at_most(self, channels=1024, banks=1024)
         bad += _positive(self, "size_bytes", "stick_cycles", "t_refi_cycles")
         bad += _non_negative(self, *[f for f in self.__dataclass_fields__ if f.startswith("t_")])
         if self.interleave_bytes < STICK_BYTES or self.interleave_bytes > self.row_bytes:

@@ -141,6 +141,9 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
             raise ProgramError("does not fit in device memory", source, where + ".bytes")
         if "output" in spec and Path(spec["output"]).name in ("", ".", ".."):
             raise ProgramError(f"expected a file name, got {spec['output']!r}", source, where + ".output")
+        if "output" in spec and spec["output"] in [b.output and str(b.output) for b in buffers.values()]:
+            raise ProgramError(f"output {spec['output']!r} is already written by another buffer", source,
+                               where + ".output")
         shape = tuple(spec["shape"]) if "shape" in spec else None
         dtype = spec.get("dtype", "fp16")
         if shape is not None and _prod(shape) * DTYPE_BYTES[dtype] > nbytes:

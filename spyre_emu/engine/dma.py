@@ -18,7 +18,7 @@ from numba import njit
 from . import layout as L
 from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
 from .queue import at_nb
-from .ring import cross_nb, hops_nb
+from .ring import hops_nb, stick_at_nb, travel_nb
 
 STICK = 128
 
@@ -61,7 +61,7 @@ def issue_nb(st, u, t):
             for _ in range(burst // STICK):
                 d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
                 to_core = ins[us[u, L.U_PC], L.I_A1]
-                ok &= at_nb(st, d, L.EV_STICK, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, to_core)
+                ok &= stick_at_nb(st, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, to_core)
             continue
         a = addr
         while a < addr + burst:
@@ -80,7 +80,7 @@ def issue_nb(st, u, t):
                 chunk[k, L.K_LEFT] = n
                 for _ in range(n):
                     d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                    ok &= at_nb(st, d, L.EV_STICK, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
+                    ok &= stick_at_nb(st, d, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
             a += n * STICK
     return ok
 
@@ -123,7 +123,7 @@ def channel_nb(st, c, t):
         ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks)
     else:
         for s in range(sticks):
-            ok &= at_nb(st, data + (s + 1) * cfg[L.C_STICK_CYC], L.EV_STICK, chan_stop[c], us[u, L.U_STOP], u,
+            ok &= stick_at_nb(st, data + (s + 1) * cfg[L.C_STICK_CYC], chan_stop[c], us[u, L.U_STOP], u,
                          L.ROLE_READ, 0)
     if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
         ch[c, L.D_ARMED] = 1
@@ -133,11 +133,10 @@ def channel_nb(st, c, t):
 
 @njit(cache=True, _nrt=False)
 def stick_nb(st, stop, dst, u, role, x, t):
-    us, cfg, link, chunk, rx_port = st[L.ST_US], st[L.ST_CFG], st[L.ST_LINK], st[L.ST_CHUNK], st[L.ST_RX_PORT]
+    """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller)."""
+    us, chunk, rx_port = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT]
     if stop != dst:
-        nxt, arrive, wait = cross_nb(cfg, link, stop, dst, t)
-        us[u, L.S_STALL_LINK] += wait
-        return at_nb(st, arrive, L.EV_STICK, nxt, dst, u, role, x)
+        return travel_nb(st, stop, dst, u, role, x, t)
     if role == L.ROLE_WRITE:
         chunk[x, L.K_LEFT] -= 1
         if chunk[x, L.K_LEFT] > 0:

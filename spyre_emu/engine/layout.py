@@ -27,8 +27,8 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
 # Machine parameters ``cfg[:]``.
 (C_HOP, C_BURST, C_INFLIGHT, C_INTERLEAVE, C_CHANNELS, C_BANKS, C_ROW, C_STICK_CYC,
  C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
- C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE) = range(23)
-C_COLS = 23
+ C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN) = range(24)
+C_COLS = 24
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;
@@ -68,6 +68,10 @@ STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL = range(4)
 
 # Members of the state tuple ``st`` that ``pack`` builds and every jitted function receives.
 (ST_INS, ST_TOKS, ST_US, ST_TOK, ST_CFG, ST_CH, ST_BANK, ST_FIFO, ST_LINK, ST_CHUNK, ST_CHAN_STOP,
- ST_RX_PORT, ST_EV, ST_QA, ST_TIMES, ST_ORDER) = range(16)
+ ST_RX_PORT, ST_EV, ST_QA, ST_TIMES, ST_ORDER, ST_PENDING, ST_STOPS) = range(18)
+
+# Ring stops ``stops[s, :]``: what can put sticks on the ring there, and which units.
+R_KIND, R_INJ0, R_INJ1 = range(3)
+STOP_QUIET, STOP_UNITS, STOP_MEMORY = range(3)  # nothing injects; DMA units R_INJ0/1; a memory controller
 
 FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.36 cycles)

@@ -54,7 +54,7 @@ def sfu_stick_cycles(machine: Machine, op: str) -> int:
     return machine.sfu.cost_cycles[SFU_OPS[op].cost_class] * max(1, lanes_per_stick // machine.sfu.lanes_fp16)
 
 
-def pack(program: UnitProgram, machine: Machine, max_cycles: int) -> Packed:
+def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True) -> Packed:
     instructions = program.instructions()
     names = unit_names(machine)
     tokens = sorted({t for ins in instructions for t in (*ins.wait, *ins.signal)})
@@ -83,6 +83,7 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int) -> Packed:
         us[u, L.U_PC], us[u, L.U_END] = first, end
     state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
                    max_cycles)
+    state[L.ST_CFG][L.C_CHAIN] = chain_hops
     return Packed(state, instructions, names, tokens)
 
 
@@ -162,5 +163,21 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + 1024)
     times = np.full((3, max(n_ins, 1)), -1, np.int64)
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
+    pending = np.zeros(2 * len(machine.ring.stops), np.int64)
     return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,
-            chan_stop, rx_port, ev, qa, times, order)
+            chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine))
+
+
+def _stops(machine: Machine) -> np.ndarray:
+    """Per ring stop: what can put sticks on the ring there (see ring.travel_nb)."""
+    stops = np.full((len(machine.ring.stops), 3), -1, np.int64)
+    stops[:, L.R_KIND] = L.STOP_QUIET
+    for s, name in enumerate(machine.ring.stops):
+        if name.startswith("mc"):
+            stops[s, L.R_KIND] = L.STOP_MEMORY
+        elif name == HOST_UNIT:
+            stops[s, [L.R_KIND, L.R_INJ0]] = L.STOP_UNITS, unit_index(machine, HOST_CORE, HOST_UNIT)
+        else:
+            core = int(name.removeprefix("core"))
+            stops[s] = L.STOP_UNITS, unit_index(machine, core, "store"), unit_index(machine, core, "send")
+    return stops

@@ -1,9 +1,11 @@
-"""The event queue: a calendar of per-cycle FIFO buckets, with a heap for far events.
+"""The event queue: a calendar of per-cycle sorted buckets, with a heap for far events.
 
-Order is (cycle, sequence number) exactly: sequence numbers grow with every push, a
-bucket holds the events of one cycle in push order, and the rare event moved in from
-the far heap is inserted by its sequence number. Push and pop are O(1) for events
-within ``WINDOW`` cycles, which is nearly all of them (stick hops, DRAM, FIFO steps).
+Order is canonical: (cycle, kind, payload), then the push sequence number only between
+identical events. Events of one cycle are thus handled in an order fixed by what they are
+(a fixed-priority arbiter: lower stop, destination, unit first), never by when they
+happened to be scheduled, so skipping events that provably change nothing (ring hop
+chaining) cannot reorder the rest. Events within ``WINDOW`` cycles go into that cycle's
+bucket, kept sorted (almost always an append at the tail); further ones wait in a heap.
 
 Two arrays hold everything so jitted callers pass little: ``ev`` (one row per event
 slot) and ``qa`` (counters, bucket heads and tails, the far heap, the free list).
@@ -53,44 +55,55 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     row[L.E_P3] = p3
     row[L.E_P4] = p4
     if time < qa[Q_CUR] + WINDOW:
-        _append_nb(ev, qa, slot)
+        _insert_nb(ev, qa, slot)
     else:
         _heap_push_nb(ev, qa, slot)
     return True
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _append_nb(ev, qa, slot):
-    b = ev[slot, L.E_TIME] & (WINDOW - 1)
-    ev[slot, L.E_NEXT] = -1
-    if qa[_HEAD + b] < 0:
-        qa[_HEAD + b] = slot
-    else:
-        ev[qa[_TAIL + b], L.E_NEXT] = slot
-    qa[_TAIL + b] = slot
-    qa[Q_COUNT] += 1
+def _earlier_nb(ev, a, b):
+    """Whether event slot ``a`` comes before ``b``: (time, kind, payload, seq)."""
+    x, y = ev[a], ev[b]
+    if x[L.E_TIME] != y[L.E_TIME]:
+        return x[L.E_TIME] < y[L.E_TIME]
+    if x[L.E_KIND] != y[L.E_KIND]:
+        return x[L.E_KIND] < y[L.E_KIND]
+    if x[L.E_P0] != y[L.E_P0]:
+        return x[L.E_P0] < y[L.E_P0]
+    if x[L.E_P1] != y[L.E_P1]:
+        return x[L.E_P1] < y[L.E_P1]
+    if x[L.E_P2] != y[L.E_P2]:
+        return x[L.E_P2] < y[L.E_P2]
+    if x[L.E_P3] != y[L.E_P3]:
+        return x[L.E_P3] < y[L.E_P3]
+    if x[L.E_P4] != y[L.E_P4]:
+        return x[L.E_P4] < y[L.E_P4]
+    return x[L.E_SEQ] < y[L.E_SEQ]
 
 
 @njit(cache=True, _nrt=False)
-def _insert_by_seq_nb(ev, qa, slot):
-    """Put a migrated far event into its bucket at its sequence position."""
+def _insert_nb(ev, qa, slot):
+    """Put ``slot`` into its cycle's bucket at its place in the canonical order."""
     b = ev[slot, L.E_TIME] & (WINDOW - 1)
+    qa[Q_COUNT] += 1
+    tail = qa[_TAIL + b]
+    if qa[_HEAD + b] < 0 or _earlier_nb(ev, tail, slot):
+        ev[slot, L.E_NEXT] = -1
+        if qa[_HEAD + b] < 0:
+            qa[_HEAD + b] = slot
+        else:
+            ev[tail, L.E_NEXT] = slot
+        qa[_TAIL + b] = slot
+        return
     prev, cur = -1, qa[_HEAD + b]
-    while cur >= 0 and ev[cur, L.E_SEQ] < ev[slot, L.E_SEQ]:
+    while _earlier_nb(ev, cur, slot):
         prev, cur = cur, ev[cur, L.E_NEXT]
     ev[slot, L.E_NEXT] = cur
     if prev < 0:
         qa[_HEAD + b] = slot
     else:
         ev[prev, L.E_NEXT] = slot
-    if cur < 0:
-        qa[_TAIL + b] = slot
-    qa[Q_COUNT] += 1
-
-
-@njit(cache=True, _nrt=False)
-def _earlier_nb(ev, a, b):
-    return ev[a, L.E_TIME] < ev[b, L.E_TIME] or (ev[a, L.E_TIME] == ev[b, L.E_TIME] and ev[a, L.E_SEQ] < ev[b, L.E_SEQ])
 
 
 @njit(cache=True, _nrt=False)
@@ -135,7 +148,7 @@ def pop_nb(ev, qa):
                 return -1
             qa[Q_CUR] = ev[qa[_HEAPS], L.E_TIME]
         while qa[Q_HEAP] > 0 and ev[qa[_HEAPS], L.E_TIME] < qa[Q_CUR] + WINDOW:
-            _insert_by_seq_nb(ev, qa, _heap_pop_nb(ev, qa))
+            _insert_nb(ev, qa, _heap_pop_nb(ev, qa))
         b = qa[Q_CUR] & (WINDOW - 1)
         slot = qa[_HEAD + b]
         if slot < 0:

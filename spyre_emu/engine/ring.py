@@ -5,11 +5,23 @@ reaches a stop at cycle t leaves on its next link at max(t, the cycle after the 
 previous stick) and reaches the next stop ``hop_latency`` cycles later. Sticks contend
 first come, first served (ties in event order). Routes take the shorter direction;
 equal distances go clockwise (towards higher stop numbers).
+
+Every hop is an event, except where taking the next hop at once provably gives the same
+answer (``cfg[C_CHAIN]``): a link out of stop s in direction d is fed only by the link
+into s in direction d, first come first served, and by sticks put on the ring at s. So a
+stick may cross s within the current event when no earlier stick still waits to be handled
+at (s, d) and nothing can be put on the ring at s before the stick arrives there: the stop's
+DMA units have no instructions left, or, at a memory controller, the arrival is earlier
+than any data the controller has scheduled or could still schedule (now + tRL + one stick).
+``tests/engine/test_hop_chaining.py`` checks the two modes give identical logs.
 """
 
 from numba import njit
 
 from . import layout as L
+from .queue import at_nb
+
+NEVER = 1 << 62
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -19,16 +31,53 @@ def hops_nb(cfg, src, dst):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def cross_nb(cfg, link, stop, dst, now):
-    """Send one stick from ``stop`` towards ``dst``; return (next stop, arrival cycle, wait)."""
-    n = cfg[L.C_STOPS]
-    cw = (dst - stop) % n
-    if cw <= n - cw:
-        lk, nxt = 2 * stop, (stop + 1) % n
-    else:
-        lk, nxt = 2 * stop + 1, (stop - 1) % n
-    depart = max(now, link[lk, L.L_FREE])
-    link[lk, L.L_FREE] = depart + 1
-    link[lk, L.L_STICKS] += 1
-    link[lk, L.L_WAIT] += depart - now
-    return nxt, depart + cfg[L.C_HOP], depart - now
+def direction_nb(cfg, stop, dst):
+    """0 clockwise, 1 counter-clockwise: the shorter way, ties clockwise."""
+    cw = (dst - stop) % cfg[L.C_STOPS]
+    return 0 if cw <= cfg[L.C_STOPS] - cw else 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def stick_at_nb(st, t, stop, dst, u, role, x):
+    """Schedule a stick's arrival at ``stop``, counting it as waiting there unless it is home."""
+    if stop != dst:
+        st[L.ST_PENDING][2 * stop + direction_nb(st[L.ST_CFG], stop, dst)] += 1
+    return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _injection_horizon_nb(st, stop, now):
+    """The earliest cycle at which a stick could still be put on the ring at ``stop``."""
+    stops, us, cfg = st[L.ST_STOPS], st[L.ST_US], st[L.ST_CFG]
+    kind = stops[stop, L.R_KIND]
+    if kind == L.STOP_MEMORY:
+        return now + cfg[L.C_RL] + cfg[L.C_STICK_CYC]
+    if kind == L.STOP_UNITS:
+        for j in (L.R_INJ0, L.R_INJ1):
+            u = stops[stop, j]
+            if u >= 0 and us[u, L.U_PC] < us[u, L.U_END]:
+                return now
+    return NEVER
+
+
+@njit(cache=True, _nrt=False)
+def travel_nb(st, stop, dst, u, role, x, t):
+    """A stick at ``stop`` (not its destination) crosses links until it must wait for an event."""
+    cfg, link, pending, us = st[L.ST_CFG], st[L.ST_LINK], st[L.ST_PENDING], st[L.ST_US]
+    n, d = cfg[L.C_STOPS], direction_nb(cfg, stop, dst)  # the direction never changes on the way
+    step = 1 if d == 0 else n - 1
+    pending[2 * stop + d] -= 1
+    now = t
+    while True:
+        lk = 2 * stop + d
+        depart = max(t, link[lk, L.L_FREE])
+        link[lk, L.L_FREE] = depart + 1
+        link[lk, L.L_STICKS] += 1
+        link[lk, L.L_WAIT] += depart - t
+        us[u, L.S_STALL_LINK] += depart - t
+        stop, t = (stop + step) % n, depart + cfg[L.C_HOP]
+        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
+                or t >= _injection_horizon_nb(st, stop, now)):
+            if stop != dst:
+                pending[2 * stop + d] += 1
+            return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)

@@ -32,15 +32,15 @@ def test_train_of_sticks_pipelines(tiny, run_units):
 def test_two_flows_contend_for_one_link(tiny, run_units):
     """core0 -> core2 (flow A) and core1 -> core2 (flow B), 4 sticks each, both from cycle 0.
 
-    Link core1->core2 serves sticks first come, first served; equal cycles go in event order
-    (B's sticks were scheduled at issue, before A's sticks reached core1). Departures on it:
-    B0 0, B1 1, B2 2, A0 3 (arrived 2), B3 4 (arrived 3), A1 5, A2 6, A3 7: eight sticks back
-    to back. Arrivals at core2 are departures + H: B ends after 4 + H = 6, A after 7 + H = 9;
-    core2's ring port writes each on arrival; done one cycle later: B 7, A 10. Waits on the
-    link: A0 1, B3 1, A1 2, A2 2, A3 2 = 8 cycles.
+    Link core1->core2 serves sticks first come, first served; sticks reaching it in the same
+    cycle go in the queue's canonical order, lower unit first (core0.send is unit 2, core1.send
+    unit 13), so A wins ties. Departures on it: B0 0, B1 1, A0 2 (arrived 2, beats B2),
+    B2 3, A1 4 (arrived 3, beats B3), B3 5, A2 6, A3 7: eight sticks back to back. Arrivals
+    at core2 are departures + H, each written on arrival; done one cycle after the last:
+    B 5 + H + 1 = 8, A 7 + H + 1 = 10. Waits on the link: B2 1, A1 1, B3 2, A2 2, A3 2 = 8.
     """
     log = run_units(tiny, {0: {"send": [_send(2, 4 * 128)]}, 1: {"send": [_send(2, 4 * 128)]}})
     ends = {ins.core: int(e) for ins, e in zip(log.instructions, log.end, strict=True)}
-    assert ends == {0: 10, 1: 7}
+    assert ends == {0: 10, 1: 8}
     link_core1_cw = 2 * 1
     assert log.link_stats[link_core1_cw].tolist() == [8, 8]

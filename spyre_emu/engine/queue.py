@@ -67,18 +67,9 @@ def _earlier_nb(ev, a, b):
     x, y = ev[a], ev[b]
     if x[L.E_TIME] != y[L.E_TIME]:
         return x[L.E_TIME] < y[L.E_TIME]
-    if x[L.E_KIND] != y[L.E_KIND]:
-        return x[L.E_KIND] < y[L.E_KIND]
-    if x[L.E_P0] != y[L.E_P0]:
-        return x[L.E_P0] < y[L.E_P0]
-    if x[L.E_P1] != y[L.E_P1]:
-        return x[L.E_P1] < y[L.E_P1]
-    if x[L.E_P2] != y[L.E_P2]:
-        return x[L.E_P2] < y[L.E_P2]
-    if x[L.E_P3] != y[L.E_P3]:
-        return x[L.E_P3] < y[L.E_P3]
-    if x[L.E_P4] != y[L.E_P4]:
-        return x[L.E_P4] < y[L.E_P4]
+    for col in range(L.E_KIND, L.E_P4 + 1):  # kind, then the payload in order
+        if x[col] != y[col]:
+            return x[col] < y[col]
     return x[L.E_SEQ] < y[L.E_SEQ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def _input_bytes(program: UnitProgram, overrides: dict[str, Path]) -> dict[str, 
         where = f"buffers.{buf.name}.input"
         if path is None:
             if buf.fill == "random":
-                rng = np.random.default_rng(sum(map(ord, buf.name)))
+                rng = np.random.default_rng(int.from_bytes(hashlib.sha256(buf.name.encode()).digest()[:8]))
                 count = buf.nbytes // DTYPE_BYTES[buf.dtype]
                 out[buf.name] = from_f32(rng.standard_normal(count).astype(np.float32), buf.dtype)
             continue

@@ -14,6 +14,19 @@ STICK_BYTES = 128  # the unit of every transfer on Spyre (torch-spyre, high conf
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "fp8": 1, "int8": 1}
 
 Problems = list[tuple[str, str]]
+MAX_CYCLES_VALUE = 1 << 30  # any one latency or cost; keeps every sum of them far inside int64
+
+
+def _cycle_values(unit: object) -> list[tuple[str, int]]:
+    """Every ``*_cycles`` field of a unit, and the entries of its ``*_cycles`` tables."""
+    out: list[tuple[str, int]] = []
+    for key in unit.__dataclass_fields__:  # type: ignore[attr-defined]
+        value = getattr(unit, key)
+        if key.endswith("_cycles") and isinstance(value, int):
+            out.append((key, value))
+        elif key.endswith("_cycles") and isinstance(value, dict):
+            out += [(f"{key}.{k}", v) for k, v in value.items()]
+    return out
 
 
 def _pow2(value: int) -> bool:
@@ -135,7 +148,7 @@ class Ring:
     stops: tuple[str, ...]
 
     def problems(self) -> Problems:
-        bad = _non_negative(self, "hop_latency_cycles")
+        bad = _positive(self, "hop_latency_cycles")  # a hop takes time; hop chaining relies on it
         if self.link_bytes_per_cycle != STICK_BYTES:
             bad.append(("link_bytes_per_cycle", f"the engine moves one {STICK_BYTES} B stick per link cycle"))
         if len(set(self.stops)) != len(self.stops):
@@ -216,7 +229,10 @@ class Machine:
     def problems(self) -> Problems:
         bad: Problems = []
         for name in self.__dataclass_fields__:
-            bad += [(f"{name}.{key}", msg) for key, msg in getattr(self, name).problems()]
+            unit = getattr(self, name)
+            bad += [(f"{name}.{key}", msg) for key, msg in unit.problems()]
+            bad += [(f"{name}.{key}", f"must be at most {MAX_CYCLES_VALUE}") for key, value in _cycle_values(unit)
+                    if value > MAX_CYCLES_VALUE]
         want = {f"core{i}" for i in range(self.cores.count)}
         want |= {f"mc{i}" for i in range(self.dram.controllers)} | {"pcie"}
         have = set(self.ring.stops)

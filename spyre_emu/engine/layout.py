@@ -74,4 +74,4 @@ STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL = range(4)
 R_KIND, R_INJ0, R_INJ1 = range(3)
 STOP_QUIET, STOP_UNITS, STOP_MEMORY = range(3)  # nothing injects; DMA units R_INJ0/1; a memory controller
 
-FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.36 cycles)
+FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.34 cycles)

@@ -1,4 +1,4 @@
-"""The jitted discrete-event loop: pop the earliest (cycle, seq) event, dispatch on its kind.
+"""The jitted discrete-event loop: pop the next event in canonical order, dispatch on its kind.
 
 Units (per core: load, store, send DMA; per corelet: LX->FIFO, FIFO->LX, PT, SFU; the
 host's PCIe unit) run their instruction streams in order. An instruction starts when

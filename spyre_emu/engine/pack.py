@@ -160,7 +160,10 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     per_mc = d.channels // d.controllers
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
-    ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + 1024)
+    # Pending events: one per in-flight stick or request of each DMA unit, one per stick in a
+    # FIFO (becoming visible), and a few per unit and channel.
+    fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
+    ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
     times = np.full((3, max(n_ins, 1)), -1, np.int64)
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
     pending = np.zeros(2 * len(machine.ring.stops), np.int64)

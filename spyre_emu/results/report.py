@@ -16,11 +16,11 @@ from ..config import STICK_BYTES, Machine
 from ..engine.log import CHANNEL_STATS, LINK_STATS, UNIT_STATS, EventLog
 from ..unit_program.opcodes import unit_kind
 
-UNIT_CLASSES = {"load": "dma", "store": "dma", "send": "dma", "lx2fifo": "dma", "fifo2lx": "dma",
+UNIT_CLASSES = {"load": "dma", "store": "dma", "send": "dma", "lx2fifo": "fifo", "fifo2lx": "fifo",
                 "pt": "pt", "sfu": "sfu", "pcie": "pcie"}
 STALLS = {"stall_token_cycles": "waiting for a token (data not yet produced)",
-          "stall_data_cycles": "waiting for data in its input FIFO",
-          "stall_room_cycles": "waiting for room in its output FIFO",
+          "stall_data_cycles": "waiting for data in the FIFO it reads",
+          "stall_room_cycles": "waiting for room in the FIFO it writes",
           "stall_link_cycles": "sticks waiting for a ring link (stick-cycles)",
           "stall_dram_cycles": "requests waiting for DRAM beyond its latency (request-cycles)"}
 

@@ -83,3 +83,15 @@ def test_sfu_on_lx_equals_the_per_stick_fifo_stream(tiny_with, run_units):
         fifo = run_units(machine, {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": n * 128}],
                                        "sfu0": [{"op": op, "a": "fifo", "out": 8192, "sticks": n, **extra}]}})
         assert fifo.end[1] == lx.total_cycles + 1, op
+
+
+def test_deep_fifo_with_long_latency_fits_the_event_table(tiny_with, run_units):
+    """Every stick in a FIFO may be waiting to become visible: the event table counts them."""
+    machine = tiny_with("fifo.depth_sticks=4096", "sfu.latency_cycles=100000", "dma.max_inflight_bytes=4096")
+    n = 4096
+    cores = {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": n * 128}],
+                 "sfu0": [{"op": "relu", "a": "fifo", "out": "fifo", "sticks": n}],
+                 "fifo2lx0": [{"op": "fifo2lx", "lx": 0, "bytes": n * 128}]}}
+    # The SFU pops at 1..4096 and its sticks become visible 1 + 100000 cycles later;
+    # the last is popped by fifo2lx at 4096 + 100001 and lands one cycle after.
+    assert run_units(machine, cores).total_cycles == 4096 + 100001 + 1

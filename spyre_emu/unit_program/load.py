@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
@@ -40,15 +41,15 @@ def schema() -> dict[str, Any]:
 
 
 @cache
-def _validators() -> tuple[Any, dict[str, Any]]:
-    """The envelope validator (instructions only need an op) and one validator per op.
+def _validators() -> tuple[Any, Any, dict[str, Any]]:
+    """The envelope validator (instructions only need to be objects), the op check, one per op.
 
     Validating each instruction against its own op's definition is the same check as the
-    schema's ``oneOf``, with errors that name the field, and fast on 10^5 instructions.
+    schema's ``oneOf``, with errors that name the field.
     """
     full = schema()
-    envelope = {**full, "$defs": {**full["$defs"], "instruction": {
-        k: v for k, v in full["$defs"]["instruction"].items() if k != "oneOf"}}}
+    loose = {k: v for k, v in full["$defs"]["instruction"].items() if k != "oneOf"}
+    envelope = {**full, "$defs": {**full["$defs"], "instruction": {"type": "object"}}}
     per_op = {}
     for name, spec in full["$defs"].items():
         if name.startswith("op_"):
@@ -56,11 +57,52 @@ def _validators() -> tuple[Any, dict[str, Any]]:
             op = spec["properties"]["op"]
             for code in op.get("enum", [op.get("const")]):
                 per_op[code] = validator
-    return _Validator(envelope), per_op
+    return _Validator(envelope), _Validator(loose), per_op
+
+
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {"$ref"}:
+            return _inline_refs(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+@cache
+def _fast_validators() -> dict[str, Any]:
+    """Per op, the same definition compiled to Python by fastjsonschema (~30x faster).
+
+    It only answers "valid or not"; any instruction it rejects is checked again by jsonschema
+    for the message. Floats never reach it: no instruction field is a float, and draft-07
+    would accept 1.0 as an integer where ours must not.
+    """
+    defs = schema()["$defs"]
+    out = {}
+    for name, spec in defs.items():
+        if name.startswith("op_"):
+            check = fastjsonschema.compile({"$schema": "http://json-schema.org/draft-07/schema#",
+                                            **_inline_refs(spec, defs)})
+            op = spec["properties"]["op"]
+            for code in op.get("enum", [op.get("const")]):
+                out[code] = check
+    return out
+
+
+def _fast_valid(item: dict[str, Any]) -> bool:
+    values = [v for value in item.values() for v in (value if isinstance(value, list) else [value])]
+    if any(isinstance(v, float) for v in values):
+        return False
+    try:
+        _fast_validators()[item["op"]](item)
+    except fastjsonschema.JsonSchemaValueException:
+        return False
+    return True
 
 
 def _check_schema(data: Any, source: str) -> None:
-    envelope, per_op = _validators()
+    envelope, has_op, per_op = _validators()
     error = jsonschema.exceptions.best_match(envelope.iter_errors(data))
     if error is not None:
         raise ProgramError(error.message, source, json_path(error.absolute_path))
@@ -68,7 +110,11 @@ def _check_schema(data: Any, source: str) -> None:
                for unit, items in core["units"].items()]
     for where, items in [*streams, ("host", data.get("host", []))]:
         for j, item in enumerate(items):
-            error = jsonschema.exceptions.best_match(per_op[item["op"]].iter_errors(item))
+            known = isinstance(item.get("op"), str) and item["op"] in per_op
+            if known and _fast_valid(item):
+                continue
+            check = per_op[item["op"]] if known else has_op
+            error = jsonschema.exceptions.best_match(check.iter_errors(item))
             if error is not None:
                 raise ProgramError(error.message, source, f"{where}[{j}]" + (
                     "." + json_path(error.absolute_path) if error.absolute_path else ""))

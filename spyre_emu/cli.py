@@ -18,7 +18,7 @@ import numpy as np
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
-from .pipeline import load_program, run
+from .pipeline import load, run
 from .results import chrome_trace
 
 EXIT_USAGE = 2
@@ -90,7 +90,7 @@ def _run(args: argparse.Namespace) -> None:
     if args.max_cycles is not None and not 0 < args.max_cycles <= DEFAULT_MAX_CYCLES:
         raise SpyreEmuError(f"must be a number of cycles from 1 to {DEFAULT_MAX_CYCLES}", "--max-cycles")
     machine = load_machine(args.config, args.set)
-    program = load_program(args.program, machine)
+    program = load(args.program, machine)
     kwargs = {"max_cycles": args.max_cycles} if args.max_cycles else {}
     result = run(program, machine, functional=args.functional, inputs=_inputs(args.input), **kwargs)
     outputs: list[tuple[Path, object]] = []
@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> None:
     if args.trace:
         outputs.append((Path(args.trace), chrome_trace(result.log, machine).encode()))
     for name, array in result.outputs.items():
-        outputs.append((Path(args.output_dir) / program.buffers[name].output, array))
+        outputs.append((Path(args.output_dir) / result.output_files[name], array))
     _write_all(outputs)
     if not args.quiet:
         sys.stdout.write(result.report.to_text())

@@ -12,6 +12,9 @@ from .layout import (
     host_strides,
     to_device,
 )
+from .load import FORMAT, load_kernel_program, parse_kernel_program
+from .model import Kernel, KernelProgram, Tensor
 
-__all__ = ["NO_HOST_DIM", "TensorLayout", "check_layout", "default_layout", "device_bytes", "dim_map",
+__all__ = ["FORMAT", "NO_HOST_DIM", "Kernel", "KernelProgram", "Tensor", "TensorLayout", "load_kernel_program",
+           "parse_kernel_program", "check_layout", "default_layout", "device_bytes", "dim_map",
            "elems_per_stick", "from_device", "host_strides", "to_device"]

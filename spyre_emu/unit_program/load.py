@@ -30,7 +30,7 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_Validator = jsonschema.validators.extend(
+StrictValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
 
@@ -53,11 +53,11 @@ def _validators() -> tuple[Any, Any, dict[str, Any]]:
     per_op = {}
     for name, spec in full["$defs"].items():
         if name.startswith("op_"):
-            validator = _Validator({"$defs": full["$defs"], **spec})
+            validator = StrictValidator({"$defs": full["$defs"], **spec})
             op = spec["properties"]["op"]
             for code in op.get("enum", [op.get("const")]):
                 per_op[code] = validator
-    return _Validator(envelope), _Validator(loose), per_op
+    return StrictValidator(envelope), StrictValidator(loose), per_op
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:

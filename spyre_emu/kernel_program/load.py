@@ -1,0 +1,77 @@
+"""JSON -> KernelProgram: schema, layouts, tensor references and op arity, each error with its JSON path."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..errors import ProgramError, SpyreEmuError
+from ..unit_program.load import StrictValidator, json_path, read_json
+from .layout import TensorLayout, check_layout, default_layout
+from .model import Kernel, KernelProgram, Tensor
+from .ops import OPS
+
+FORMAT = "spyre-emu.kernel-program"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath("schema.json").read_text())
+
+
+def load_kernel_program(path: str | Path) -> KernelProgram:
+    path = Path(path)
+    return parse_kernel_program(read_json(path), str(path))
+
+
+def parse_kernel_program(data: Any, source: str = "<program>") -> KernelProgram:
+    error = jsonschema.exceptions.best_match(StrictValidator(schema()).iter_errors(data))
+    if error is not None:
+        raise ProgramError(error.message, source, json_path(error.absolute_path))
+    base = Path(source).parent
+    tensors = {name: _tensor(name, spec, base, source) for name, spec in data["tensors"].items()}
+    kernels = tuple(_kernel(i, spec, tensors, source) for i, spec in enumerate(data["kernels"]))
+    return KernelProgram(source, tensors, kernels)
+
+
+def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:
+    where = f"tensors.{name}"
+    layout_spec = spec.get("layout", {})
+    try:
+        if "device_size" in layout_spec:
+            layout = TensorLayout(tuple(spec["shape"]), spec["dtype"], tuple(layout_spec["device_size"]),
+                                  tuple(layout_spec["stride_map"]))
+            check_layout(layout, file=source, path=where + ".layout")
+        else:
+            layout = default_layout(spec["shape"], spec["dtype"], layout_spec.get("dim_order"),
+                                    file=source, path=where + ".layout")
+    except ProgramError:
+        raise
+    except SpyreEmuError as exc:
+        raise ProgramError(exc.message, source, where + ".layout") from None
+    return Tensor(name, layout, spec["role"], spec.get("space", "dram"),
+                  base / spec["data"] if "data" in spec else None, spec.get("init", "zeros"))
+
+
+def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: str) -> Kernel:
+    where = f"kernels[{i}]"
+    for field in ("inputs", "outputs"):
+        for j, name in enumerate(spec[field]):
+            if name not in tensors:
+                raise ProgramError(f"unknown tensor {name!r}", source, f"{where}.{field}[{j}]")
+    op = OPS[spec["op"]]
+    if len(spec["inputs"]) != op.arity:
+        raise ProgramError(f"{spec['op']} takes {op.arity} inputs, got {len(spec['inputs'])}", source,
+                           where + ".inputs")
+    for dim in spec["work_division"]:
+        if dim not in spec["dims"]:
+            raise ProgramError(f"work_division names {dim!r}, which is not in dims", source,
+                               f"{where}.work_division.{dim}")
+    slices = {dim: spec["work_division"].get(dim, 1) for dim in spec["dims"]}
+    return Kernel(spec.get("name", f"k{i}"), spec["op"], tuple(spec["inputs"]), tuple(spec["outputs"]),
+                  dict(spec["dims"]), slices, where)

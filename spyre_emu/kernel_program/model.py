@@ -1,0 +1,51 @@
+"""The kernel program after loading: tensors with device layouts, kernels in program order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .layout import TensorLayout
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A named tensor; ``data`` is an .npy file (relative to the program) for functional runs."""
+
+    name: str
+    layout: TensorLayout
+    role: str    # "input", "output", "intermediate" or "constant"
+    space: str   # "dram" or "lx"
+    data: Path | None
+    init: str    # "zeros" or "randn" when there is no data file
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One op over a named iteration space, split over cores: ``slices[d]`` pieces of dim ``d``.
+
+    Dims are listed in the output's host dim order; cores take slices with the first dim
+    varying fastest, as real SuperDSC does.
+    """
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    dims: dict[str, int]
+    slices: dict[str, int]
+    path: str
+
+    @property
+    def cores(self) -> int:
+        count = 1
+        for n in self.slices.values():
+            count *= n
+        return count
+
+
+@dataclass(frozen=True)
+class KernelProgram:
+    source: str
+    tensors: dict[str, Tensor]
+    kernels: tuple[Kernel, ...]

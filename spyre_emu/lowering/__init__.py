@@ -1,0 +1,80 @@
+"""lower(): kernel program -> unit program (the job of IBM's closed backend compiler).
+
+Kernels run in program order: a kernel's first loads on each core wait until every core
+of the previous kernel has stored its last stick (a token from each to each).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Machine
+from ..errors import ProgramError
+from ..kernel_program import KernelProgram, device_bytes
+from ..kernel_program.model import Kernel
+from ..kernel_program.ops import OPS
+from ..unit_program import UnitProgram, parse_unit_program
+from .placement import check_division, core_runs
+from .pointwise import lower_pointwise
+from .streams import CoreStreams
+
+LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtime (high)
+LX_RESERVED_SHARE = 0.2
+
+
+def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
+    lx_sticks = int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
+    cores: dict[int, CoreStreams] = {}
+    previous: list[int] = []
+    for kernel in program.kernels:
+        before = {c: {u: len(items) for u, items in s.units.items()} for c, s in cores.items()}
+        used = _lower_kernel(program, kernel, machine, cores, lx_sticks)
+        _barrier(cores, kernel.name, before, previous, used)
+        previous = used
+    buffers = {name: _buffer(t) for name, t in program.tensors.items()}
+    data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
+                            "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
+    return parse_unit_program(data, machine, program.source)
+
+
+def _buffer(tensor) -> dict[str, Any]:
+    return {"bytes": device_bytes(tensor.layout), "dtype": tensor.layout.dtype}
+
+
+def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, cores: dict[int, CoreStreams],
+                  lx_sticks: int) -> list[int]:
+    spec, src = OPS[kernel.op], program.source
+    if spec.family != "pointwise":
+        raise ProgramError(f"op {kernel.op!r} ({spec.family}) has no lowering yet", src, kernel.path + ".op")
+    tensors = [program.tensors[n] for n in (*kernel.inputs, *kernel.outputs)]
+    out = tensors[-1]
+    if any(t.layout != out.layout for t in tensors):
+        raise ProgramError("pointwise operands must share shape, dtype and layout (broadcasting is not "
+                           "lowered yet)", src, kernel.path + ".inputs")
+    if any(t.space != "dram" for t in tensors):
+        raise ProgramError("tensors in LX are not lowered yet; use space \"dram\"", src, kernel.path)
+    if list(kernel.dims.values()) != list(out.layout.shape):
+        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the output shape "
+                           f"{list(out.layout.shape)}", src, kernel.path + ".dims")
+    if kernel.cores > machine.cores.count:
+        raise ProgramError(f"work division needs {kernel.cores} cores; the card has {machine.cores.count}", src,
+                           kernel.path + ".work_division")
+    slices = list(kernel.slices.values())
+    check_division(out.layout, slices, src, kernel.path + ".work_division")
+    runs = core_runs(out.layout, slices)
+    for core, core_sticks in runs.items():
+        streams = cores.setdefault(core, CoreStreams(core, ""))
+        streams.tag = f"{kernel.name}.c{core}."
+        lower_pointwise(streams, spec.sfu_op, list(kernel.inputs), kernel.outputs[0], core_sticks, lx_sticks)
+    return sorted(runs)
+
+
+def _barrier(cores: dict[int, CoreStreams], name: str, before: dict[int, dict[str, int]], previous: list[int],
+             used: list[int]) -> None:
+    """Hold each core's first load of kernel ``name`` until every core of the previous kernel stored."""
+    for p in previous:
+        last_store = cores[p].units["store"][before[p]["store"] - 1]
+        last_store.setdefault("signal", []).extend(f"{name}.from{p}.to{c}" for c in used)
+    for c in used:
+        first_load = cores[c].units["load"][before.get(c, {}).get("load", 0)]
+        first_load.setdefault("wait", []).extend(f"{name}.from{p}.to{c}" for p in previous)

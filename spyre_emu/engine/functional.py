@@ -17,6 +17,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
+from ..unit_program.model import matmul_a_sticks
 from ..unit_program.opcodes import SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
@@ -119,8 +120,10 @@ def _sticks(data: np.ndarray) -> list[np.ndarray]:
 def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
     dtype, rows, k = a.get("dtype", "fp16"), a["rows"], a["k"]
     db, cols = DTYPE_BYTES[dtype], machine.pt.cols_per_pass
-    a_row = -(-k * db // STICK_BYTES) * STICK_BYTES  # each A row starts on a stick
-    lhs = np.stack([to_f32(lx[a["a"] + r * a_row:a["a"] + r * a_row + k * db], dtype) for r in range(rows)])
+    per_row, k_stride, row_stride = matmul_a_sticks(a, db)
+    sticks = (np.arange(rows)[:, None] * row_stride + np.arange(per_row)[None, :] * k_stride).reshape(-1)
+    raw = lx[(a["a"] + sticks[:, None] * STICK_BYTES + np.arange(STICK_BYTES)[None, :]).reshape(-1)]
+    lhs = to_f32(raw.reshape(rows, per_row * STICK_BYTES)[:, :k * db].copy().reshape(-1), dtype).reshape(rows, k)
     rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
     out = lhs.astype(np.float32) @ rhs.astype(np.float32)
     c = slice(a["c"], a["c"] + rows * cols * 2)

@@ -6,18 +6,22 @@ of the previous kernel has stored its last stick (a token from each to each).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..config import Machine
 from ..errors import ProgramError
-from ..kernel_program import KernelProgram, device_bytes
+from ..kernel_program import KernelProgram, Tensor, default_layout, device_bytes
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
+from .matmul import lower_matmul, tile_chunk
 from .placement import check_division, core_runs
 from .pointwise import lower_pointwise
 from .streams import CoreStreams
 
+Emit = Callable[[CoreStreams], None]  # appends one core's share of a kernel to its streams
 LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtime (high)
 LX_RESERVED_SHARE = 0.2
 
@@ -44,29 +48,83 @@ def _buffer(tensor) -> dict[str, Any]:
 def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, cores: dict[int, CoreStreams],
                   lx_sticks: int) -> list[int]:
     spec, src = OPS[kernel.op], program.source
-    if spec.family != "pointwise":
+    if spec.family not in ("pointwise", "matmul"):
         raise ProgramError(f"op {kernel.op!r} ({spec.family}) has no lowering yet", src, kernel.path + ".op")
     tensors = [program.tensors[n] for n in (*kernel.inputs, *kernel.outputs)]
-    out = tensors[-1]
-    if any(t.layout != out.layout for t in tensors):
-        raise ProgramError("pointwise operands must share shape, dtype and layout (broadcasting is not "
-                           "lowered yet)", src, kernel.path + ".inputs")
     if any(t.space != "dram" for t in tensors):
         raise ProgramError("tensors in LX are not lowered yet; use space \"dram\"", src, kernel.path)
-    if list(kernel.dims.values()) != list(out.layout.shape):
-        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the output shape "
-                           f"{list(out.layout.shape)}", src, kernel.path + ".dims")
     if kernel.cores > machine.cores.count:
         raise ProgramError(f"work division needs {kernel.cores} cores; the card has {machine.cores.count}", src,
                            kernel.path + ".work_division")
-    slices = list(kernel.slices.values())
-    check_division(out.layout, slices, src, kernel.path + ".work_division")
-    runs = core_runs(out.layout, slices)
-    for core, core_sticks in runs.items():
+    lower_family = _pointwise_kernel if spec.family == "pointwise" else _matmul_kernel
+    shares = lower_family(program, kernel, tensors, machine, lx_sticks)
+    for core, emit in shares.items():
         streams = cores.setdefault(core, CoreStreams(core, ""))
         streams.tag = f"{kernel.name}.c{core}."
-        lower_pointwise(streams, spec.sfu_op, list(kernel.inputs), kernel.outputs[0], core_sticks, lx_sticks)
-    return sorted(runs)
+        emit(streams)
+    return sorted(shares)
+
+
+def _pointwise_kernel(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                      lx_sticks: int) -> dict[int, Emit]:
+    src, out = program.source, tensors[-1]
+    if any(t.layout != out.layout for t in tensors):
+        raise ProgramError("pointwise operands must share shape, dtype and layout (broadcasting is not "
+                           "lowered yet)", src, kernel.path + ".inputs")
+    if list(kernel.dims.values()) != list(out.layout.shape):
+        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the output shape "
+                           f"{list(out.layout.shape)}", src, kernel.path + ".dims")
+    slices = list(kernel.slices.values())
+    check_division(out.layout, slices, src, kernel.path + ".work_division")
+    sfu_op = OPS[kernel.op].sfu_op
+    return {core: partial(lower_pointwise, sfu_op=sfu_op, inputs=list(kernel.inputs), output=kernel.outputs[0],
+                          runs=runs, lx_sticks=lx_sticks)
+            for core, runs in core_runs(out.layout, slices).items()}
+
+
+def _matmul_kernel(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                   lx_sticks: int) -> dict[int, Emit]:
+    src, where = program.source, kernel.path
+    a, b, c = (t.layout for t in tensors)
+    if not all(len(t.shape) == 2 and t.dtype in ("fp16", "bf16") and t == default_layout(t.shape, t.dtype)
+               for t in (a, b, c)):
+        raise ProgramError("matmul lowers 2-D fp16/bf16 operands in the default layout so far", src, where)
+    (m, k), n = a.shape, b.shape[1]
+    if b.shape[0] != k or c.shape != (m, n) or kernel.dims != {"mb": m, "in": k, "out": n}:
+        raise ProgramError(f"expected A (M, K) @ B (K, N) -> C (M, N) with dims mb=M, in=K, out=N; got A "
+                           f"{list(a.shape)}, B {list(b.shape)}, C {list(c.shape)}, dims {kernel.dims}", src,
+                           where + ".dims")
+    if kernel.slices["in"] != 1:
+        raise ProgramError("splitting the reduced dim 'in' over cores is not lowered yet", src,
+                           where + ".work_division.in")
+    check_division(c, [kernel.slices["mb"], kernel.slices["out"]], src, where + ".work_division")
+    rows, groups = m // kernel.slices["mb"], -(-n // 64) // kernel.slices["out"]
+    block = _column_block(-(-k // 64), rows, groups, lx_sticks)
+    if block == 0:
+        raise ProgramError(f"a core's {rows} rows of C leave no LX for A and B; split mb over more cores", src,
+                           where + ".work_division")
+    names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
+    shares = {}
+    for core in range(kernel.cores):
+        index = _slice_index(kernel, core)
+        shares[core] = partial(lower_matmul, names=names, m=m, k=k, m_block=(index["mb"] * rows, rows),
+                               n_groups=(index["out"] * groups, groups), block=block, lx_sticks=lx_sticks,
+                               rows_per_pass=machine.pt.rows_per_pass)
+    return shares
+
+
+def _column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
+    """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
+    fits = [g for g in range(1, groups + 1) if tile_chunk(k_sticks, rows, g, lx_sticks) >= min(8, k_sticks)]
+    return fits[-1] if fits else 0
+
+
+def _slice_index(kernel: Kernel, core: int) -> dict[str, int]:
+    """The slice of each dim that ``core`` owns: the first dim varies fastest."""
+    index = {}
+    for dim, count in kernel.slices.items():
+        core, index[dim] = divmod(core, count)
+    return index
 
 
 def _barrier(cores: dict[int, CoreStreams], name: str, before: dict[int, dict[str, int]], previous: list[int],

@@ -28,7 +28,7 @@ def chunks(runs: Runs, size: int) -> list[Runs]:
     return out
 
 
-def lower_pointwise(core: CoreStreams, sfu_op: str, inputs: list[str], output: str, runs: Runs,
+def lower_pointwise(core: CoreStreams, *, sfu_op: str, inputs: list[str], output: str, runs: Runs,
                     lx_sticks: int) -> None:
     """Append one core's share of a pointwise kernel to its unit streams."""
     chunk = lx_sticks // (2 * (len(inputs) + 1))

@@ -17,7 +17,7 @@ import jsonschema
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
-from .model import HOST_CORE, Buffer, Instruction, UnitProgram
+from .model import HOST_CORE, Buffer, Instruction, UnitProgram, matmul_a_sticks
 from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
@@ -259,8 +259,9 @@ def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]
     if ins.op == "matmul":
         db = DTYPE_BYTES[a.get("dtype", "fp16")]
         cols = machine.pt.cols_per_pass
-        a_row = _sticks(a["k"] * db) * STICK_BYTES
-        return [("a", a["a"], a["rows"] * a_row), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
+        per_row, k_stride, row_stride = matmul_a_sticks(a, db)
+        a_span = ((per_row - 1) * k_stride + (a["rows"] - 1) * row_stride + 1) * STICK_BYTES
+        return [("a", a["a"], a_span), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
                 ("c", a["c"], a["rows"] * _sticks(cols * 2) * STICK_BYTES)]
     if ins.op in SFU_OPS:
         n = a["sticks"]

@@ -52,3 +52,14 @@ class UnitProgram:
 
     def instructions(self) -> list[Instruction]:
         return [ins for stream in self.streams.values() for ins in stream]
+
+
+def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:
+    """(sticks per A row, sticks between a row's consecutive k-sticks, sticks between rows).
+
+    By default A rows lie one after another, each its k elements in whole sticks; a tile kept
+    in the device layout (k-sticks outermost, rows inside) sets ``a_k_stride`` to its row count
+    and ``a_row_stride`` to 1.
+    """
+    per_row = -(-args["k"] * dtype_bytes // 128)
+    return per_row, args.get("a_k_stride", 1), args.get("a_row_stride", per_row)

@@ -1,4 +1,5 @@
-"""`spyre-emu`: argument parsing and output files only; the work is in pipeline.run.
+"""`spyre-emu`: argument parsing and output files only; the work is in pipeline.run (``run``) and
+kernel_program.import_sdsc (``import-sdsc``).
 
 Every user error is one line on stderr and exit status 2; output files are written only
 after the run succeeded: all to temporary files first, then each renamed into place.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import os
 import sys
 import tempfile
@@ -18,6 +20,7 @@ import numpy as np
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
+from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace
 
@@ -46,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON")
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
+    imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
+    imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
+    imp.add_argument("-o", "--output", required=True, metavar="OUT", help="kernel program JSON to write")
     return parser
 
 
@@ -105,10 +111,18 @@ def _run(args: argparse.Namespace) -> None:
         sys.stdout.write(result.report.to_text())
 
 
+def _import_sdsc(args: argparse.Namespace) -> None:
+    program = import_sdsc(args.directory)
+    _write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
-        _run(args)
+        if args.command == "import-sdsc":
+            _import_sdsc(args)
+        else:
+            _run(args)
     except SpyreEmuError as exc:
         one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # a file name or --set may hold one
         print(f"spyre-emu: error: {one_line}", file=sys.stderr)

@@ -46,3 +46,9 @@ def test_bad_programs_name_the_json_path(edit, where, what):
     assert message.startswith(f"p.json: {where}: ")
     assert what in message
     assert "\n" not in message
+
+
+def test_schema_op_names_are_the_op_table():
+    from spyre_emu.kernel_program.load import schema
+    from spyre_emu.kernel_program.ops import OPS
+    assert schema()["$defs"]["kernel"]["properties"]["op"]["enum"] == list(OPS)

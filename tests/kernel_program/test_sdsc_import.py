@@ -1,0 +1,171 @@
+"""`import-sdsc`: the real torch-spyre kernels of ../shared/sdsc-examples import, and the pointwise
+ones reproduce the manifest's reference op within its tolerance; tampered files fail clearly."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import require_shared
+
+from spyre_emu.cli import main
+from spyre_emu.errors import ProgramError
+from spyre_emu.kernel_program import import_sdsc, parse_kernel_program
+from spyre_emu.numerics import from_f32, to_f32
+from spyre_emu.pipeline import load, run
+
+EXAMPLES = ["add", "add_3d", "exp", "mul_bf16", "mean_keepdim", "mm", "bmm", "softmax"]
+REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply}
+EXPECTED_OP = {"add": "add", "add_3d": "add", "exp": "exp", "mul_bf16": "mul", "mean_keepdim": "mean",
+               "mm": "batchmatmul", "bmm": "batchmatmul"}
+
+
+def _examples():
+    return require_shared() / "sdsc-examples"
+
+
+def _manifest():
+    return json.loads((_examples() / "manifest.json").read_text())["examples"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_imports_or_fails_clearly(name):
+    folder = _examples() / name
+    if name == "softmax":  # its intermediates live in LX only, which kernel programs cannot place
+        with pytest.raises(ProgramError, match=r"sdsc_0\.json: .*Tensor1 lives only in lx") as info:
+            import_sdsc(folder)
+        assert "\n" not in str(info.value)
+        return
+    program = import_sdsc(folder)
+    parse_kernel_program(program, "imported.json")
+    spec = _manifest()[name]
+    tensors = program["tensors"]
+    # kernel arguments are the inputs in order, then the output (the manifest's convention)
+    assert [t["shape"] for t in tensors.values()] == [*spec["inputs"], spec["output"]]
+    assert [t["role"] for t in tensors.values()] == ["input"] * len(spec["inputs"]) + ["output"]
+    assert {t["dtype"] for t in tensors.values()} == {"fp16"}  # mul_bf16 too: the files say SEN169_FP16
+    (kernel,) = program["kernels"]
+    assert kernel["op"] == EXPECTED_OP[name]
+    assert kernel["outputs"] == [list(tensors)[-1]]
+    assert kernel["inputs"] == list(tensors)[:-1]
+    assert "DLFloat16" in program["note"]
+
+
+def test_dims_follow_the_output_host_order():
+    program = import_sdsc(_examples() / "add_3d")
+    (kernel,) = program["kernels"]
+    assert kernel["dims"] == {"mb": 4, "x": 256, "out": 512}
+    assert kernel["work_division"] == {"mb": 1, "x": 4, "out": 8}
+    (mm,) = import_sdsc(_examples() / "mm")["kernels"]
+    assert (mm["dims"], mm["work_division"]) == ({"mb": 512, "out": 256, "in": 1024}, {"mb": 8, "out": 4, "in": 1})
+    (bmm,) = import_sdsc(_examples() / "bmm")["kernels"]
+    assert list(bmm["dims"]) == ["x", "mb", "out", "in"]
+    assert bmm["work_division"]["x"] == 8
+    mean = import_sdsc(_examples() / "mean_keepdim")
+    assert mean["kernels"][0]["dims"] == {"mb": 512, "out": 1024}
+    assert "scaling_factor" in mean["note"]
+
+
+def _inputs(tmp_path, program, dtype, seed=3):
+    """randn rounded to the manifest's dtype, handed to the program in its own dtype."""
+    rng = np.random.default_rng(seed)
+    files, values = {}, []
+    for name, t in program["tensors"].items():
+        if t["role"] != "input":
+            continue
+        x = to_f32(from_f32(rng.standard_normal(t["shape"]).astype(np.float32), dtype), dtype).reshape(t["shape"])
+        np.save(tmp_path / f"{name}.npy", x.astype(np.float16))
+        files[name] = tmp_path / f"{name}.npy"
+        values.append(x)
+    return files, values
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_pointwise_examples_match_the_reference(name, tmp_path, spyre):
+    spec = _manifest()[name]
+    program = import_sdsc(_examples() / name)
+    path = tmp_path / "program.json"
+    path.write_text(json.dumps(program))
+    files, values = _inputs(tmp_path, program, spec["dtype"])
+    result = run(load(path, spyre), spyre, functional=True, inputs=files)
+    out = result.outputs[list(program["tensors"])[-1]].astype(np.float32)
+    reference = to_f32(from_f32(REFERENCE[name](*values), spec["dtype"]), spec["dtype"]).reshape(out.shape)
+    assert np.allclose(out, reference, atol=spec["atol"], rtol=spec["rtol"])
+    assert result.report.data["total_cycles"] > 0
+
+
+def _copy(tmp_path, name):
+    folder = tmp_path / name
+    shutil.copytree(_examples() / name, folder)
+    return folder
+
+
+def _edit(folder, file, change):
+    path = folder / file
+    data = json.loads(path.read_text())
+    change(next(iter(data.values())))
+    path.write_text(json.dumps(data))
+
+
+def test_unknown_op_is_named(tmp_path):
+    folder = _copy(tmp_path, "add")
+    _edit(folder, "sdsc_0.json", lambda s: s["dscs_"][0].update(frobnicate=s["dscs_"][0].pop("add")))
+    with pytest.raises(ProgramError, match="op 'frobnicate' has no entry in spyre-emu's op table"):
+        import_sdsc(folder)
+
+
+def test_unknown_fields_are_noted(tmp_path):
+    folder = _copy(tmp_path, "exp")
+    _edit(folder, "sdsc_0.json", lambda s: s.update(symbolDefinitions_={}))
+    assert "symbolDefinitions_" in import_sdsc(folder)["note"]
+
+
+def test_a_core_map_our_lowering_would_not_reproduce_fails(tmp_path):
+    folder = _copy(tmp_path, "add_3d")
+
+    def swap(s):
+        m = s["coreIdToWkSlice_"]
+        m["1"], m["2"] = m["2"], m["1"]
+    _edit(folder, "sdsc_0.json", swap)
+    with pytest.raises(ProgramError, match=r"coreIdToWkSlice_\.1: core 1 owns slice"):
+        import_sdsc(folder)
+
+
+def test_bundle_offsets_are_checked_against_the_layout(tmp_path):
+    folder = _copy(tmp_path, "add_3d")
+    bundle = folder / "bundle.mlir"
+    bundle.write_text(bundle.read_text().replace("arith.constant 262144", "arith.constant 262272", 1))
+    with pytest.raises(ProgramError, match="core 1 starts at byte 262272 in the bundle, at 262144"):
+        import_sdsc(folder)
+
+
+def test_a_missing_field_is_one_line(tmp_path):
+    folder = _copy(tmp_path, "exp")
+    _edit(folder, "sdsc_0.json", lambda s: s["dscs_"][0]["exp"].pop("N_"))
+    with pytest.raises(ProgramError, match=r"sdsc_0\.json: malformed SDSC \(KeyError: 'N_'\)"):
+        import_sdsc(folder)
+
+
+def test_empty_folder_fails(tmp_path):
+    with pytest.raises(ProgramError, match="no sdsc_"):
+        import_sdsc(tmp_path)
+
+
+def test_cli_writes_the_program(tmp_path, capsys):
+    out = tmp_path / "program.json"
+    assert main(["import-sdsc", str(_examples() / "mul_bf16"), "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["kernels"][0]["op"] == "mul"
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_bad_directory_exits_2_with_one_line(tmp_path, capsys):
+    out = tmp_path / "program.json"
+    assert main(["import-sdsc", str(tmp_path / "missing"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spyre-emu: error: ")
+    assert err.count("\n") == 1
+    assert "not a directory" in err
+    assert not out.exists()
+    assert main(["import-sdsc", str(_examples() / "softmax"), "-o", str(out)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not out.exists()

@@ -6,6 +6,8 @@ import pytest
 
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import parse_kernel_program
+from spyre_emu.kernel_program.load import schema
+from spyre_emu.kernel_program.ops import OPS
 
 GOOD = {"format": "spyre-emu.kernel-program", "version": 1,
         "tensors": {"x": {"shape": [5, 100, 150], "dtype": "fp16", "role": "input"},
@@ -49,6 +51,4 @@ def test_bad_programs_name_the_json_path(edit, where, what):
 
 
 def test_schema_op_names_are_the_op_table():
-    from spyre_emu.kernel_program.load import schema
-    from spyre_emu.kernel_program.ops import OPS
     assert schema()["$defs"]["kernel"]["properties"]["op"]["enum"] == list(OPS)

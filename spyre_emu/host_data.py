@@ -53,8 +53,11 @@ def buffer_inputs(program: UnitProgram, overrides: dict[str, Path]) -> dict[str,
         path = overrides.get(buf.name, buf.input)
         where = f"buffers.{buf.name}.input"
         if path is None:
+            count = buf.nbytes // DTYPE_BYTES[buf.dtype]
             if buf.fill == "random":
-                out[buf.name] = from_f32(_seeded_randn(buf.name, buf.nbytes // DTYPE_BYTES[buf.dtype]), buf.dtype)
+                out[buf.name] = from_f32(_seeded_randn(buf.name, count), buf.dtype)
+            elif not isinstance(buf.fill, str):
+                out[buf.name] = from_f32(np.full(count, buf.fill, np.float32), buf.dtype)
             continue
         array = read_npy(path, program.source, where)
         if array.dtype != np.dtype(numpy_dtype(buf.dtype)):

@@ -65,7 +65,8 @@ def run(program: UnitProgram | Program, machine: Machine, functional: bool = Fal
     if not functional:
         return RunResult(report, log)
     if program.tensors:
-        card = replay(units, log, machine, tensor_inputs(units, program.tensors, inputs or {}))
+        constants = buffer_inputs(units, {})  # buffers the lowering added (e.g. 1/n for mean)
+        card = replay(units, log, machine, {**constants, **tensor_inputs(units, program.tensors, inputs or {})})
         outputs = tensor_outputs(card, units, program.tensors)
     else:
         card = replay(units, log, machine, buffer_inputs(units, inputs or {}))

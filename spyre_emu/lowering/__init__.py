@@ -10,15 +10,18 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from ..config import Machine
 from ..errors import ProgramError
-from ..kernel_program import KernelProgram, Tensor, default_layout, device_bytes
+from ..kernel_program import KernelProgram, Tensor, default_layout, device_bytes, elems_per_stick
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
 from .matmul import lower_matmul, tile_chunk
-from .placement import check_division, core_runs
+from .placement import as_runs, check_division, core_runs, owner_of, stick_hosts, stick_of
 from .pointwise import lower_pointwise
+from .reduction import lower_reduction
 from .streams import CoreStreams
 
 Emit = Callable[[CoreStreams], None]  # appends one core's share of a kernel to its streams
@@ -36,6 +39,11 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
         _barrier(cores, kernel.name, before, previous, used)
         previous = used
     buffers = {name: _buffer(t) for name, t in program.tensors.items()}
+    for kernel in program.kernels:  # constants the lowering needs: 1/n for mean
+        if kernel.op == "mean":
+            n = program.tensors[kernel.inputs[0]].layout.shape[-1]
+            buffers[f"{kernel.name}_scale"] = {"bytes": 128, "dtype": program.tensors[kernel.inputs[0]].layout.dtype,
+                                               "fill": 1.0 / n}
     data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
                             "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
     return parse_unit_program(data, machine, program.source)
@@ -48,7 +56,7 @@ def _buffer(tensor) -> dict[str, Any]:
 def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, cores: dict[int, CoreStreams],
                   lx_sticks: int) -> list[int]:
     spec, src = OPS[kernel.op], program.source
-    if spec.family not in ("pointwise", "matmul"):
+    if spec.family not in FAMILIES:
         raise ProgramError(f"op {kernel.op!r} ({spec.family}) has no lowering yet", src, kernel.path + ".op")
     tensors = [program.tensors[n] for n in (*kernel.inputs, *kernel.outputs)]
     if any(t.space != "dram" for t in tensors):
@@ -56,8 +64,7 @@ def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, core
     if kernel.cores > machine.cores.count:
         raise ProgramError(f"work division needs {kernel.cores} cores; the card has {machine.cores.count}", src,
                            kernel.path + ".work_division")
-    lower_family = _pointwise_kernel if spec.family == "pointwise" else _matmul_kernel
-    shares = lower_family(program, kernel, tensors, machine, lx_sticks)
+    shares = FAMILIES[spec.family](program, kernel, tensors, machine, lx_sticks)
     for core, emit in shares.items():
         streams = cores.setdefault(core, CoreStreams(core, ""))
         streams.tag = f"{kernel.name}.c{core}."
@@ -119,6 +126,43 @@ def _column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
     return fits[-1] if fits else 0
 
 
+def _reduction_kernel(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                      lx_sticks: int) -> dict[int, Emit]:
+    src, where = program.source, kernel.path
+    x, y = (t.layout for t in tensors)
+    if x != default_layout(x.shape, x.dtype) or y != default_layout(y.shape, y.dtype) or x.dtype != y.dtype \
+            or y.shape != (*x.shape[:-1], 1):
+        raise ProgramError("reductions lower over the last dim (keepdim) in default layouts so far: output shape "
+                           f"{list(y.shape)} for input {list(x.shape)}", src, where + ".outputs")
+    if list(kernel.dims.values()) != list(x.shape):
+        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,
+                           where + ".dims")
+    slices = list(kernel.slices.values())
+    if slices[-1] != 1:
+        raise ProgramError("splitting the reduced dim over cores is not lowered yet", src, where + ".work_division")
+    if kernel.op in ("max", "min") and x.shape[-1] % elems_per_stick(x.dtype):
+        raise ProgramError(f"{kernel.op} over a padded stick is not lowered yet", src, where + ".op")
+    check_division(x, slices, src, where + ".work_division")
+    host, valid = stick_hosts(y)
+    owner = owner_of(y, host, slices)
+    k_sticks = -(-x.shape[-1] // elems_per_stick(x.dtype))
+    scale = f"{kernel.name}_scale" if kernel.op == "mean" else None
+    shares = {}
+    for core in range(kernel.cores):
+        ids = np.flatnonzero(valid & (owner == core))
+        if not ids.size:
+            continue
+        rows = host[:, ids].copy()
+        x_sticks = []
+        for s in range(k_sticks):
+            rows[-1] = s * elems_per_stick(x.dtype)
+            x_sticks.append(as_runs(stick_of(x, rows)))
+        shares[core] = partial(lower_reduction, op=kernel.op, x=kernel.inputs[0], y=kernel.outputs[0],
+                               x_sticks=x_sticks, y_runs=as_runs(ids), scale=scale and f"{scale}+0",
+                               lx_sticks=lx_sticks)
+    return shares
+
+
 def _slice_index(kernel: Kernel, core: int) -> dict[str, int]:
     """The slice of each dim that ``core`` owns: the first dim varies fastest."""
     index = {}
@@ -136,3 +180,6 @@ def _barrier(cores: dict[int, CoreStreams], name: str, before: dict[int, dict[st
     for c in used:
         first_load = cores[c].units["load"][before.get(c, {}).get("load", 0)]
         first_load.setdefault("wait", []).extend(f"{name}.from{p}.to{c}" for p in previous)
+
+
+FAMILIES = {"pointwise": _pointwise_kernel, "matmul": _matmul_kernel, "reduction": _reduction_kernel}

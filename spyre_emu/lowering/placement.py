@@ -27,28 +27,53 @@ def check_division(layout: TensorLayout, slices: list[int], file: str, path: str
                                file, path)
 
 
-def core_runs(layout: TensorLayout, slices: list[int]) -> dict[int, Runs]:
-    """Per core, the runs of device sticks it owns (padding-only sticks belong to nobody)."""
-    eps = elems_per_stick(layout.dtype)
-    owners = dim_map(layout)[:-1]
-    strides = layout.stride_map[:-1]
+def stick_hosts(layout: TensorLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Host index (per host dim) of the first element of every device stick, and which are real."""
+    owners, strides = dim_map(layout)[:-1], layout.stride_map[:-1]
     coords = np.indices(layout.device_size[:-1]).reshape(len(owners), -1)
     hstride = host_strides(layout.shape)
-    stick_dim = dim_map(layout)[-1]
-    core = np.zeros(coords.shape[1], np.int64)
-    valid = np.ones(coords.shape[1], bool)
+    host = np.zeros((len(layout.shape), coords.shape[1]), np.int64)
+    for j, d in enumerate(owners):
+        if d >= 0:
+            host[d] += coords[j] * (strides[j] // hstride[d])
+    valid = (host < np.array(layout.shape)[:, None]).all(axis=0)
+    return host, valid
+
+
+def stick_of(layout: TensorLayout, host: np.ndarray) -> np.ndarray:
+    """Device stick index holding each host index (columns of ``host``), by the layout's strides."""
+    owners, strides = dim_map(layout)[:-1], layout.stride_map[:-1]
+    hstride = host_strides(layout.shape)
+    stick = np.zeros(host.shape[1], np.int64)
+    for d, stride, size in zip(owners, strides, layout.device_size[:-1], strict=True):
+        coord = (host[d] // (stride // hstride[d])) % size if d >= 0 else 0
+        stick = stick * size + coord
+    return stick
+
+
+def owner_of(layout: TensorLayout, host: np.ndarray, slices: list[int]) -> np.ndarray:
+    """The core owning each host index: slice per dim, the first dim varying fastest."""
+    eps, stick_dim = elems_per_stick(layout.dtype), dim_map(layout)[-1]
+    core = np.zeros(host.shape[1], np.int64)
     weight = 1
     for d, size in enumerate(layout.shape):
-        index = sum((coords[j] * (strides[j] // hstride[d]) for j in range(len(owners)) if owners[j] == d),
-                    np.zeros(coords.shape[1], np.int64))
-        valid &= index < size
         piece = (-(-size // eps) // slices[d]) * eps if d == stick_dim else size // slices[d]
-        core += (index // piece) * weight
+        core += (host[d] // piece) * weight
         weight *= slices[d]
-    runs: dict[int, Runs] = {}
-    for c in range(weight):
-        ids = np.flatnonzero(valid & (core == c))
-        if ids.size:
-            breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-            runs[c] = [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
-    return runs
+    return core
+
+
+def as_runs(ids: np.ndarray) -> Runs:
+    """Consecutive stick ids as (first, count) runs, in the given order."""
+    if not ids.size:
+        return []
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
+
+
+def core_runs(layout: TensorLayout, slices: list[int]) -> dict[int, Runs]:
+    """Per core, the runs of device sticks it owns (padding-only sticks belong to nobody)."""
+    host, valid = stick_hosts(layout)
+    core = owner_of(layout, host, slices)
+    cores = int(np.prod(slices))
+    return {c: as_runs(ids) for c in range(cores) if (ids := np.flatnonzero(valid & (core == c))).size}

@@ -26,7 +26,7 @@ class Buffer:
     shape: tuple[int, ...] | None
     input: Path | None
     output: Path | None
-    fill: str
+    fill: str | float  # "zeros", "random" (seeded by the name) or a value for every element
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.pipeline import load, run
 
 EXAMPLES = ["add", "add_3d", "exp", "mul_bf16", "mean_keepdim", "mm", "bmm", "softmax"]
-REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply}
+REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply,
+             "mean_keepdim": lambda x: x.mean(axis=-1, keepdims=True), "mm": np.matmul}
 EXPECTED_OP = {"add": "add", "add_3d": "add", "exp": "exp", "mul_bf16": "mul", "mean_keepdim": "mean",
                "mm": "batchmatmul", "bmm": "batchmatmul"}
 
@@ -81,7 +82,7 @@ def _inputs(tmp_path, program, dtype, seed=3):
 
 
 @pytest.mark.parametrize("name", sorted(REFERENCE))
-def test_pointwise_examples_match_the_reference(name, tmp_path, spyre):
+def test_examples_match_the_reference(name, tmp_path, spyre):
     spec = _manifest()[name]
     program = import_sdsc(_examples() / name)
     path = tmp_path / "program.json"

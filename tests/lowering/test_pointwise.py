@@ -110,9 +110,9 @@ def test_family_without_lowering_is_a_clear_error(tmp_path, spyre):
     data = {"format": "spyre-emu.kernel-program", "version": 1,
             "tensors": {"x": {"shape": [8, 64], "dtype": "fp16", "role": "input"},
                         "y": {"shape": [8, 64], "dtype": "fp16", "role": "output"}},
-            "kernels": [{"op": "sum", "inputs": ["x"], "outputs": ["y"], "dims": {"mb": 8, "out": 64},
+            "kernels": [{"op": "layernormscale", "inputs": ["x"], "outputs": ["y"], "dims": {"mb": 8, "out": 64},
                          "work_division": {}}]}
     path = tmp_path / "s.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ProgramError, match="'sum' .reduction. has no lowering yet"):
+    with pytest.raises(ProgramError, match="'layernormscale' .normalization. has no lowering yet"):
         load(path, spyre)

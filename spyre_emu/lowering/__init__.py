@@ -18,7 +18,7 @@ from ..kernel_program import KernelProgram, Tensor, default_layout, device_bytes
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
-from .matmul import lower_matmul, tile_chunk
+from .matmul import Operands, lower_matmul, tile_chunk
 from .placement import as_runs, check_division, core_runs, owner_of, stick_hosts, stick_of
 from .pointwise import lower_pointwise
 from .reduction import lower_reduction
@@ -93,30 +93,37 @@ def _matmul_kernel(program: KernelProgram, kernel: Kernel, tensors: list[Tensor]
                    lx_sticks: int) -> dict[int, Emit]:
     src, where = program.source, kernel.path
     a, b, c = (t.layout for t in tensors)
-    if not all(len(t.shape) == 2 and t.dtype in ("fp16", "bf16") and t == default_layout(t.shape, t.dtype)
-               for t in (a, b, c)):
-        raise ProgramError("matmul lowers 2-D fp16/bf16 operands in the default layout so far", src, where)
-    (m, k), n = a.shape, b.shape[1]
-    if b.shape[0] != k or c.shape != (m, n) or kernel.dims != {"mb": m, "in": k, "out": n}:
-        raise ProgramError(f"expected A (M, K) @ B (K, N) -> C (M, N) with dims mb=M, in=K, out=N; got A "
-                           f"{list(a.shape)}, B {list(b.shape)}, C {list(c.shape)}, dims {kernel.dims}", src,
-                           where + ".dims")
+    batched = len(a.shape) == 3
+    if not all(len(t.shape) == len(a.shape) in (2, 3) and t.dtype in ("fp16", "bf16")
+               and t == default_layout(t.shape, t.dtype) for t in (a, b, c)):
+        raise ProgramError("matmul lowers 2-D or batched 3-D fp16/bf16 operands in the default layout so far",
+                           src, where)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    want = {"mb": m, "in": k, "out": n, **({"x": a.shape[0]} if batched else {})}
+    lead = a.shape[:-2]
+    if b.shape != (*lead, k, n) or c.shape != (*lead, m, n) or kernel.dims != want:
+        raise ProgramError(f"expected A ([X,] M, K) @ B ([X,] K, N) -> C ([X,] M, N) with dims [x=X,] mb=M, in=K, "
+                           f"out=N; got A {list(a.shape)}, B {list(b.shape)}, C {list(c.shape)}, dims {kernel.dims}",
+                           src, where + ".dims")
     if kernel.slices["in"] != 1:
         raise ProgramError("splitting the reduced dim 'in' over cores is not lowered yet", src,
                            where + ".work_division.in")
-    check_division(c, [kernel.slices["mb"], kernel.slices["out"]], src, where + ".work_division")
+    check_division(c, [kernel.slices[d] for d in (["x"] if batched else []) + ["mb", "out"]], src,
+                   where + ".work_division")
     rows, groups = m // kernel.slices["mb"], -(-n // 64) // kernel.slices["out"]
     block = _column_block(-(-k // 64), rows, groups, lx_sticks)
     if block == 0:
         raise ProgramError(f"a core's {rows} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
+    per_x = a.shape[0] // kernel.slices["x"] if batched else 1
     shares = {}
     for core in range(kernel.cores):
         index = _slice_index(kernel, core)
-        shares[core] = partial(lower_matmul, names=names, m=m, k=k, m_block=(index["mb"] * rows, rows),
-                               n_groups=(index["out"] * groups, groups), block=block, lx_sticks=lx_sticks,
-                               rows_per_pass=machine.pt.rows_per_pass)
+        batches = [index["x"] * per_x + i for i in range(per_x)] if batched else [None]
+        shares[core] = partial(lower_matmul, operands=[Operands(names, (a, b, c), x) for x in batches], k=k,
+                               m_block=(index["mb"] * rows, rows), n_groups=(index["out"] * groups, groups),
+                               block=block, lx_sticks=lx_sticks, rows_per_pass=machine.pt.rows_per_pass)
     return shares
 
 

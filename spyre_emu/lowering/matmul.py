@@ -1,9 +1,10 @@
-"""Matmul kernels (``batchmatmul`` on 2-D operands): PT passes of 8 rows on both corelets.
+"""Matmul kernels (``batchmatmul``): PT passes of 8 rows on both corelets.
 
-Operands keep torch-spyre's default layouts: A (M, K) as [K sticks][M][64], B (K, N) as
-[N sticks][K][64], C (M, N) as [N sticks][M][64]. A core owns an (M block, N block) of C and
-streams K in chunks: per chunk it loads, for each K stick, its rows of A (contiguous in the
-device layout) and, per 64-column group, the chunk's rows of B; both are double buffered
+Operands are A (M, K), B (K, N), C (M, N), each optionally with a leading batch dim, in
+torch-spyre's default layouts (2-D A is [K sticks][M][64]: a K stick of consecutive rows is
+contiguous). A core owns an (M block, N block) of C per batch and streams K in chunks: per
+chunk it loads, for each K stick, its rows of A and, per 64-column group, the chunk's rows of
+B, as runs of consecutive device sticks (one run each in 2-D); both are double buffered
 (chunk q + 2 waits until every pass of chunk q is done). Each pass multiplies up to 8 rows
 of the A tile by one column group and accumulates into C in LX; the passes alternate between
 the two corelets' PT arrays. C is stored once, after the last chunk. Padding sticks are
@@ -12,7 +13,13 @@ zero in A and B, so K is processed in whole sticks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from ..config import STICK_BYTES
+from ..kernel_program import TensorLayout
+from .placement import Runs, as_runs, stick_of
 from .streams import CoreStreams
 
 
@@ -28,24 +35,50 @@ def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
     return min(k_sticks, free // per_stick)
 
 
-def lower_matmul(core: CoreStreams, *, names: tuple[str, str, str], m: int, k: int, m_block: tuple[int, int],
+@dataclass(frozen=True)
+class Operands:
+    """Names and layouts of A, B, C, and the batch a core works on (None for 2-D)."""
+
+    names: tuple[str, str, str]
+    layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
+    batch: int | None
+
+    def _runs(self, which: int, rows: np.ndarray, col: int) -> Runs:
+        """Sticks holding host rows ``rows`` at column ``col`` of operand ``which``, in row order."""
+        lead = [np.full(rows.size, self.batch)] if self.batch is not None else []
+        host = np.array([*lead, rows, np.full(rows.size, col)], np.int64)
+        return as_runs(stick_of(self.layouts[which], host))
+
+    def a(self, k_stick: int, m0: int, rows: int) -> Runs:
+        return self._runs(0, np.arange(m0, m0 + rows), k_stick * 64)
+
+    def b(self, group: int, k0: int, count: int) -> Runs:
+        return self._runs(1, np.arange(k0, k0 + count), group * 64)
+
+    def c(self, group: int, m0: int, rows: int) -> Runs:
+        return self._runs(2, np.arange(m0, m0 + rows), group * 64)
+
+
+def lower_matmul(core: CoreStreams, *, operands: list[Operands], k: int, m_block: tuple[int, int],
                  n_groups: tuple[int, int], block: int, lx_sticks: int, rows_per_pass: int) -> None:
-    """Append one core's share: rows [m0, m0 + rows) of C, column groups [g0, g0 + groups),
-    ``block`` groups at a time; each block waits until the previous one is stored."""
+    """Append one core's share: per batch in ``operands``, rows [m0, m0 + rows) of C and column
+    groups [g0, g0 + groups), ``block`` groups at a time, each after the previous is stored."""
     (m0, rows), (g0, groups) = m_block, n_groups
-    tag = core.tag
-    for i, first in enumerate(range(g0, g0 + groups, block)):
-        size = min(block, g0 + groups - first)
-        core.tag = f"{tag}n{i}."
-        chunk = tile_chunk(-(-k // 64), rows, size, lx_sticks)
-        _column_block(core, names, m, k, (m0, rows), (first, size), chunk, rows_per_pass,
-                      after=f"{tag}n{i - 1}.stored" if i else None)
+    tag, step = core.tag, 0
+    for ops in operands:
+        for first in range(g0, g0 + groups, block):
+            size = min(block, g0 + groups - first)
+            core.tag = f"{tag}n{step}."
+            chunk = tile_chunk(-(-k // 64), rows, size, lx_sticks)
+            _column_block(core, ops, k, (m0, rows), (first, size), chunk, rows_per_pass,
+                          after=f"{tag}n{step - 1}.stored" if step else None)
+            step += 1
     core.tag = tag
 
 
-def _column_block(core: CoreStreams, names: tuple[str, str, str], m: int, k: int, m_block: tuple[int, int],
-                  n_groups: tuple[int, int], chunk: int, rows_per_pass: int, after: str | None) -> None:
-    a_name, b_name, c_name = names
+def _column_block(core: CoreStreams, ops: Operands, k: int, m_block: tuple[int, int], n_groups: tuple[int, int],
+                  chunk: int, rows_per_pass: int, after: str | None) -> None:
+    a_name, b_name, c_name = ops.names
     (m0, rows), (g0, groups) = m_block, n_groups
     tag, k_sticks = core.tag, -(-k // 64)
     a_bytes, b_bytes = chunk * rows * STICK_BYTES, groups * chunk * 64 * STICK_BYTES
@@ -58,12 +91,11 @@ def _column_block(core: CoreStreams, names: tuple[str, str, str], m: int, k: int
         b, n_k = q % 2, min(chunk, k_sticks - s0)
         k_rows = min(n_k * 64, k - s0 * 64)  # B has exactly K rows; A's last stick is padded
         a_lx, b_lx = sets[b]
-        loads = [core.add("load", {"op": "load", "dram": f"{a_name}+{((s0 + s) * m + m0) * STICK_BYTES}",
-                                   "lx": a_lx + s * rows * STICK_BYTES, "bytes": rows * STICK_BYTES})
-                 for s in range(n_k)]
-        loads += [core.add("load", {"op": "load", "dram": f"{b_name}+{((g0 + g) * k + s0 * 64) * STICK_BYTES}",
-                                    "lx": b_lx + g * chunk * 64 * STICK_BYTES, "bytes": k_rows * STICK_BYTES})
-                  for g in range(groups)]
+        loads = [item for s in range(n_k)
+                 for item in core.dma("load", a_name, ops.a(s0 + s, m0, rows), a_lx + s * rows * STICK_BYTES)]
+        loads += [item for g in range(groups)
+                  for item in core.dma("load", b_name, ops.b(g0 + g, s0 * 64, k_rows),
+                                       b_lx + g * chunk * 64 * STICK_BYTES)]
         if q >= 2:
             loads[0]["wait"] = [f"{tag}free{b}_{u}" for u, _ in units]
         if q == 0 and after:
@@ -80,10 +112,7 @@ def _column_block(core: CoreStreams, names: tuple[str, str, str], m: int, k: int
                     item["wait"] = [f"{tag}ready{b}_{unit}"]
                 if i == len(mine) - 1 and (last or q + 2 < len(starts)):
                     item["signal"] = [f"{tag}done_{unit}" if last else f"{tag}free{b}_{unit}"]
-    for g in range(groups):
-        store = core.add("store", {"op": "store", "lx": c_lx + g * rows * STICK_BYTES,
-                                   "dram": f"{c_name}+{((g0 + g) * m + m0) * STICK_BYTES}",
-                                   "bytes": rows * STICK_BYTES})
-        if g == 0:
-            store["wait"] = [f"{tag}done_{u}" for u, _ in units]
-    store["signal"] = [f"{tag}stored"]
+    stores = [item for g in range(groups)
+              for item in core.dma("store", c_name, ops.c(g0 + g, m0, rows), c_lx + g * rows * STICK_BYTES)]
+    stores[0]["wait"] = [f"{tag}done_{u}" for u, _ in units]
+    stores[-1]["signal"] = [f"{tag}stored"]

@@ -16,7 +16,7 @@ from spyre_emu.pipeline import load, run
 
 EXAMPLES = ["add", "add_3d", "exp", "mul_bf16", "mean_keepdim", "mm", "bmm", "softmax"]
 REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply,
-             "mean_keepdim": lambda x: x.mean(axis=-1, keepdims=True), "mm": np.matmul}
+             "mean_keepdim": lambda x: x.mean(axis=-1, keepdims=True), "mm": np.matmul, "bmm": np.matmul}
 EXPECTED_OP = {"add": "add", "add_3d": "add", "exp": "exp", "mul_bf16": "mul", "mean_keepdim": "mean",
                "mm": "batchmatmul", "bmm": "batchmatmul"}
 

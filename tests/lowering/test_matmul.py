@@ -62,3 +62,23 @@ def test_split_k_is_refused(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match="reduced dim 'in'"):
         load(path, spyre)
+
+
+@pytest.mark.parametrize(("x", "sx", "sm"), [(8, 8, 1), (4, 2, 2), (3, 1, 1)])
+def test_batched_values_match_numpy(tmp_path, spyre, x, sx, sm):
+    m, k, n = 32, 96, 128
+    tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
+               "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
+               "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
+    kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
+              "dims": {"x": x, "mb": m, "out": n, "in": k}, "work_division": {"x": sx, "mb": sm}}
+    path = tmp_path / "bmm.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": [kernel]}))
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((x, m, k)).astype(np.float16), rng.standard_normal((x, k, n)).astype(np.float16)
+    np.save(tmp_path / "A.npy", a)
+    np.save(tmp_path / "B.npy", b)
+    got = run(load(path, spyre), spyre, functional=True).outputs["C"]
+    np.testing.assert_allclose(got.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
+                               rtol=1e-2, atol=5e-2)

@@ -1,0 +1,48 @@
+"""Write the kernel programs behind DESIGN.md section 3's silicon measurements (examples/calibration/).
+
+Each program is the measured workload as a kernel program; the work division is the one the
+measurement names, or the nearest one whose slices are whole sticks. Run them with
+`spyre-emu run examples/calibration/NAME.json`; docs/calibration.md lists the results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+OUT = Path(__file__).parent / "calibration"
+
+
+def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str) -> dict:
+    tensors = {"A": {"shape": [m, k], "dtype": "fp16", "role": "input", "init": "randn"},
+               "B": {"shape": [k, n], "dtype": "fp16", "role": "input", "init": "randn"},
+               "C": {"shape": [m, n], "dtype": "fp16", "role": "output"}}
+    kernel = {"name": "mm", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
+              "dims": {"mb": m, "in": k, "out": n}, "work_division": {"mb": split_m, "out": split_n}}
+    return {"format": "spyre-emu.kernel-program", "version": 1, "note": note, "tensors": tensors,
+            "kernels": [kernel]}
+
+
+PROGRAMS = {
+    "decode_1x4096x25600_25cores": matmul(1, 4096, 25600, 1, 25, "torch-spyre issue 4032: 1.762 ms measured"),
+    "decode_4x4096x25600_32cores": matmul(4, 4096, 25600, 2, 16, "torch-spyre issue 4032: 1.389 ms measured. "
+                                          "25600 columns are 400 sticks, which 32 equal slices cannot split: "
+                                          "mb 2 x out 16 here, so each B column block is read twice"),
+    "decode_16x4096x25600_32cores": matmul(16, 4096, 25600, 2, 16, "torch-spyre issue 4032: 1.365 ms measured "
+                                           "(mb 2 x out 16, as above)"),
+    "prefill_512x4096x4096_split32x1": matmul(512, 4096, 4096, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.59x faster"),
+    "prefill_512x4096x4096_split8x4": matmul(512, 4096, 4096, 8, 4, "torch-spyre issue 2407"),
+    "prefill_512x4096x12800_split32x1": matmul(512, 4096, 12800, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.07x "
+                                               "faster"),
+    "prefill_512x4096x12800_split8x4": matmul(512, 4096, 12800, 8, 4, "torch-spyre issue 2407"),
+}
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    for name, program in PROGRAMS.items():
+        (OUT / f"{name}.json").write_text(json.dumps(program, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

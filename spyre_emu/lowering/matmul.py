@@ -14,13 +14,16 @@ zero in A and B, so K is processed in whole sticks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from ..config import STICK_BYTES
-from ..kernel_program import TensorLayout
-from .placement import Runs, as_runs, stick_of
-from .streams import CoreStreams
+from ..config import STICK_BYTES, Machine
+from ..errors import ProgramError
+from ..kernel_program import KernelProgram, Tensor, TensorLayout, default_layout
+from ..kernel_program.model import Kernel
+from .placement import Runs, as_runs, check_division, slice_index, stick_of
+from .streams import CoreStreams, Emit
 
 
 def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
@@ -116,3 +119,48 @@ def _column_block(core: CoreStreams, ops: Operands, k: int, m_block: tuple[int, 
               for item in core.dma("store", c_name, ops.c(g0 + g, m0, rows), c_lx + g * rows * STICK_BYTES)]
     stores[0]["wait"] = [f"{tag}done_{u}" for u, _ in units]
     stores[-1]["signal"] = [f"{tag}stored"]
+
+
+def plan_matmul(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                   lx_sticks: int) -> dict[int, Emit]:
+    """Check a matmul kernel and return each core's share of it."""
+    src, where = program.source, kernel.path
+    a, b, c = (t.layout for t in tensors)
+    batched = len(a.shape) == 3
+    if not all(len(t.shape) == len(a.shape) in (2, 3) and t.dtype in ("fp16", "bf16")
+               and t == default_layout(t.shape, t.dtype) for t in (a, b, c)):
+        raise ProgramError("matmul lowers 2-D or batched 3-D fp16/bf16 operands in the default layout so far",
+                           src, where)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    want = {"mb": m, "in": k, "out": n, **({"x": a.shape[0]} if batched else {})}
+    lead = a.shape[:-2]
+    if b.shape != (*lead, k, n) or c.shape != (*lead, m, n) or kernel.dims != want:
+        raise ProgramError(f"expected A ([X,] M, K) @ B ([X,] K, N) -> C ([X,] M, N) with dims [x=X,] mb=M, in=K, "
+                           f"out=N; got A {list(a.shape)}, B {list(b.shape)}, C {list(c.shape)}, dims {kernel.dims}",
+                           src, where + ".dims")
+    if kernel.slices["in"] != 1:
+        raise ProgramError("splitting the reduced dim 'in' over cores is not lowered yet", src,
+                           where + ".work_division.in")
+    check_division(c, [kernel.slices[d] for d in (["x"] if batched else []) + ["mb", "out"]], src,
+                   where + ".work_division")
+    rows, groups = m // kernel.slices["mb"], -(-n // 64) // kernel.slices["out"]
+    block = column_block(-(-k // 64), rows, groups, lx_sticks)
+    if block == 0:
+        raise ProgramError(f"a core's {rows} rows of C leave no LX for A and B; split mb over more cores", src,
+                           where + ".work_division")
+    names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
+    per_x = a.shape[0] // kernel.slices["x"] if batched else 1
+    shares = {}
+    for core in range(kernel.cores):
+        index = slice_index(kernel.slices, core)
+        batches = [index["x"] * per_x + i for i in range(per_x)] if batched else [None]
+        shares[core] = partial(lower_matmul, operands=[Operands(names, (a, b, c), x) for x in batches], k=k,
+                               m_block=(index["mb"] * rows, rows), n_groups=(index["out"] * groups, groups),
+                               block=block, lx_sticks=lx_sticks, rows_per_pass=machine.pt.rows_per_pass)
+    return shares
+
+
+def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
+    """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
+    fits = [g for g in range(1, groups + 1) if tile_chunk(k_sticks, rows, g, lx_sticks) >= min(8, k_sticks)]
+    return fits[-1] if fits else 0

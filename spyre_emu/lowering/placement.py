@@ -77,3 +77,11 @@ def core_runs(layout: TensorLayout, slices: list[int]) -> dict[int, Runs]:
     core = owner_of(layout, host, slices)
     cores = int(np.prod(slices))
     return {c: as_runs(ids) for c in range(cores) if (ids := np.flatnonzero(valid & (core == c))).size}
+
+
+def slice_index(slices: dict[str, int], core: int) -> dict[str, int]:
+    """The slice of each dim that ``core`` owns: the first dim varies fastest."""
+    index = {}
+    for dim, count in slices.items():
+        core, index[dim] = divmod(core, count)
+    return index

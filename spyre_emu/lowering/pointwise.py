@@ -7,9 +7,15 @@ the two corelets' SFUs each take half the chunk, and the store writes the result
 
 from __future__ import annotations
 
-from ..config import STICK_BYTES
-from .placement import Runs
-from .streams import CoreStreams
+from functools import partial
+
+from ..config import STICK_BYTES, Machine
+from ..errors import ProgramError
+from ..kernel_program import KernelProgram, Tensor
+from ..kernel_program.model import Kernel
+from ..kernel_program.ops import OPS
+from .placement import Runs, check_division, core_runs
+from .streams import CoreStreams, Emit
 
 
 def chunks(runs: Runs, size: int) -> list[Runs]:
@@ -56,3 +62,21 @@ def lower_pointwise(core: CoreStreams, *, sfu_op: str, inputs: list[str], output
         stores[0]["wait"] = [f"{tag}out{b}_sfu{k}" for k in users]
         if q + 2 < len(pieces):
             stores[-1]["signal"] = [f"{tag}free{b}"]
+
+
+def plan_pointwise(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                      lx_sticks: int) -> dict[int, Emit]:
+    """Check a pointwise kernel and return each core's share of it."""
+    src, out = program.source, tensors[-1]
+    if any(t.layout != out.layout for t in tensors):
+        raise ProgramError("pointwise operands must share shape, dtype and layout (broadcasting is not "
+                           "lowered yet)", src, kernel.path + ".inputs")
+    if list(kernel.dims.values()) != list(out.layout.shape):
+        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the output shape "
+                           f"{list(out.layout.shape)}", src, kernel.path + ".dims")
+    slices = list(kernel.slices.values())
+    check_division(out.layout, slices, src, kernel.path + ".work_division")
+    sfu_op = OPS[kernel.op].sfu_op
+    return {core: partial(lower_pointwise, sfu_op=sfu_op, inputs=list(kernel.inputs), output=kernel.outputs[0],
+                          runs=runs, lx_sticks=lx_sticks)
+            for core, runs in core_runs(out.layout, slices).items()}

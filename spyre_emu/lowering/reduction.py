@@ -10,10 +10,18 @@ Two buffer sets alternate as in pointwise; the two corelets each take half the r
 
 from __future__ import annotations
 
-from ..config import STICK_BYTES
-from .placement import Runs
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..config import STICK_BYTES, Machine
+from ..errors import ProgramError
+from ..kernel_program import KernelProgram, Tensor, default_layout, elems_per_stick
+from ..kernel_program.model import Kernel
+from .placement import Runs, as_runs, check_division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks
-from .streams import CoreStreams
+from .streams import CoreStreams, Emit
 
 COMBINE = {"sum": ("add", "lanes_sum"), "mean": ("add", "lanes_sum"), "max": ("max", "lanes_max"),
            "min": ("max", "lanes_max")}
@@ -86,4 +94,56 @@ def _slice_runs(runs: Runs, skip: int, count: int) -> Runs:
         if hi > lo:
             out.append((start + lo, hi - lo))
         skip -= n
+    return out
+
+
+def plan_reduction(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
+                      lx_sticks: int) -> dict[int, Emit]:
+    """Check a reduction kernel and return each core's share of it."""
+    src, where = program.source, kernel.path
+    x, y = (t.layout for t in tensors)
+    if x != default_layout(x.shape, x.dtype) or y != default_layout(y.shape, y.dtype) or x.dtype != y.dtype \
+            or y.shape != (*x.shape[:-1], 1):
+        raise ProgramError("reductions lower over the last dim (keepdim) in default layouts so far: output shape "
+                           f"{list(y.shape)} for input {list(x.shape)}", src, where + ".outputs")
+    if list(kernel.dims.values()) != list(x.shape):
+        raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,
+                           where + ".dims")
+    slices = list(kernel.slices.values())
+    if slices[-1] != 1:
+        raise ProgramError("splitting the reduced dim over cores is not lowered yet", src, where + ".work_division")
+    if kernel.op in ("max", "min") and x.shape[-1] % elems_per_stick(x.dtype):
+        raise ProgramError(f"{kernel.op} over a padded stick is not lowered yet", src, where + ".op")
+    check_division(x, slices, src, where + ".work_division")
+    host, valid = stick_hosts(y)
+    owner = owner_of(y, host, slices)
+    k_sticks = -(-x.shape[-1] // elems_per_stick(x.dtype))
+    scale = scale_buffer(kernel) if kernel.op == "mean" else None
+    shares = {}
+    for core in range(kernel.cores):
+        ids = np.flatnonzero(valid & (owner == core))
+        if not ids.size:
+            continue
+        rows = host[:, ids].copy()
+        x_sticks = []
+        for s in range(k_sticks):
+            rows[-1] = s * elems_per_stick(x.dtype)
+            x_sticks.append(as_runs(stick_of(x, rows)))
+        shares[core] = partial(lower_reduction, op=kernel.op, x=kernel.inputs[0], y=kernel.outputs[0],
+                               x_sticks=x_sticks, y_runs=as_runs(ids), scale=scale and f"{scale}+0",
+                               lx_sticks=lx_sticks)
+    return shares
+
+
+def scale_buffer(kernel: Kernel) -> str:
+    return f"{kernel.name}_scale"
+
+
+def constants(program: KernelProgram) -> dict[str, dict[str, Any]]:
+    """DRAM buffers the reductions need besides the program's tensors: a stick of 1/n per mean."""
+    out = {}
+    for kernel in program.kernels:
+        if kernel.op == "mean":
+            x = program.tensors[kernel.inputs[0]].layout
+            out[scale_buffer(kernel)] = {"bytes": STICK_BYTES, "dtype": x.dtype, "fill": 1.0 / x.shape[-1]}
     return out

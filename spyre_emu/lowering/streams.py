@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,3 +30,6 @@ class CoreStreams:
                                          "lx": lx + pos * STICK_BYTES, "bytes": n * STICK_BYTES}))
             pos += n
         return items
+
+
+Emit = Callable[[CoreStreams], None]  # appends one core's share of a kernel to its streams

@@ -63,24 +63,24 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     toks: list[int] = []
     us = _units(machine, len(names))
     per_op: dict[tuple, list[int]] = {}  # programs repeat instructions: encode each shape once
-    ranges: dict[int, list[int]] = {}  # unit -> [first, end) of its contiguous stream
-    for i, item in enumerate(instructions):
-        u = unit_index(machine, item.core, item.unit)
-        ranges.setdefault(u, [i, i])[1] = i + 1
-        key = (item.op, *item.args.items())
-        if key not in per_op:
-            per_op[key] = _encode(item, machine)
-        row = per_op[key].copy()
-        row[L.I_UNIT] = u
-        row[L.I_W0] = len(toks)
-        toks += [token_id[t] for t in item.wait]
-        row[L.I_W1] = row[L.I_S0] = len(toks)
-        toks += [token_id[t] for t in item.signal]
-        row[L.I_S1] = len(toks)
-        rows.append(row)
+    for (core, unit), stream in program.streams.items():
+        u = unit_index(machine, core, unit)
+        us[u, L.U_PC], us[u, L.U_END] = len(rows), len(rows) + len(stream)
+        for item in stream:
+            key = (item.op, *item.args.items())
+            row = per_op.get(key)
+            if row is None:
+                row = per_op[key] = _encode(item, machine)
+            row = row.copy()
+            row[L.I_UNIT] = u
+            row[L.I_W0] = row[L.I_W1] = row[L.I_S0] = row[L.I_S1] = len(toks)
+            if item.wait or item.signal:
+                toks += [token_id[t] for t in item.wait]
+                row[L.I_W1] = row[L.I_S0] = len(toks)
+                toks += [token_id[t] for t in item.signal]
+                row[L.I_S1] = len(toks)
+            rows.append(row)
     ins = np.array(rows or [[0] * L.I_COLS], np.int64)
-    for u, (first, end) in ranges.items():
-        us[u, L.U_PC], us[u, L.U_END] = first, end
     state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
                    max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops

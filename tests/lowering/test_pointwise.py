@@ -116,3 +116,29 @@ def test_family_without_lowering_is_a_clear_error(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match="'layernormscale' .normalization. has no lowering yet"):
         load(path, spyre)
+
+
+@pytest.mark.parametrize(("shape", "b_shape", "slices"), [
+    ((512, 1024), (1, 1024), (1, 1)),      # a row vector against every row (softmax over dim 0)
+    ((63, 129), (1, 129), (7, 3)),         # padded, over 21 cores
+    ((4, 6, 128), (4, 1, 128), (2, 3, 1)),  # broadcast over the middle dim
+])
+@pytest.mark.parametrize("op", ["sub", "realdiv"])
+def test_second_input_broadcasts(tmp_path, spyre, shape, b_shape, slices, op):
+    dims = {f"d{i}": n for i, n in enumerate(shape)}
+    data = {"format": "spyre-emu.kernel-program", "version": 1,
+            "tensors": {"a": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "a.npy"},
+                        "b": {"shape": list(b_shape), "dtype": "fp16", "role": "input", "data": "b.npy"},
+                        "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}},
+            "kernels": [{"op": op, "inputs": ["a", "b"], "outputs": ["y"], "dims": dims,
+                         "work_division": dict(zip(dims, slices, strict=True))}]}
+    path = tmp_path / "bc.json"
+    path.write_text(json.dumps(data))
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal(shape).astype(np.float16)
+    b = rng.uniform(0.5, 2.0, b_shape).astype(np.float16)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"]
+    want = REFERENCE[op](a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=3e-3, atol=3e-3)

@@ -10,6 +10,7 @@ Two buffer sets alternate as in pointwise; the two corelets each take half the r
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..config import STICK_BYTES, Machine
 from ..errors import ProgramError
-from ..kernel_program import KernelProgram, Tensor, default_layout, elems_per_stick
+from ..kernel_program import KernelProgram, Tensor, default_layout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import Runs, as_runs, check_division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks
@@ -27,9 +28,10 @@ COMBINE = {"sum": ("add", "lanes_sum"), "mean": ("add", "lanes_sum"), "max": ("m
            "min": ("max", "lanes_max")}
 
 
-def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: list[Runs], y_runs: Runs,
+def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.ndarray, y_runs: Runs,
                     scale: str | None, lx_sticks: int) -> None:
-    """``x_sticks[s]`` are the runs of K stick ``s`` for this core's rows, in the order of ``y_runs``."""
+    """Reduce along the stick dim. ``x_sticks[s, j]`` is the input stick at K stick ``s`` of the
+    core's ``j``-th output stick (in the order of ``y_runs``)."""
     k = len(x_sticks)
     chunk = (lx_sticks - 1) // (2 * (k + 2))
     step, lanes = COMBINE[op]
@@ -41,7 +43,7 @@ def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: lis
     for q, piece in enumerate(pieces):
         n, b, tag = sum(c for _, c in piece), q % 2, core.tag
         x_lx, acc, out = base[b], base[b] + k * chunk * STICK_BYTES, base[b] + (k + 1) * chunk * STICK_BYTES
-        loads = [core.dma("load", x, _slice_runs(x_sticks[s], done_rows, n), x_lx + s * chunk * STICK_BYTES)
+        loads = [core.dma("load", x, as_runs(x_sticks[s, done_rows:done_rows + n]), x_lx + s * chunk * STICK_BYTES)
                  for s in range(k)]
         flat = [item for group in loads for item in group]
         if q >= 2:
@@ -86,52 +88,87 @@ def _row_ops(op: str, step: str, lanes: str, k: int, chunk: int, x_lx: int, acc:
     return ops
 
 
-def _slice_runs(runs: Runs, skip: int, count: int) -> Runs:
-    """Sticks [skip, skip + count) of a list of runs, as runs."""
-    out: Runs = []
-    for start, n in runs:
-        lo, hi = max(skip, 0), min(skip + count, n)
-        if hi > lo:
-            out.append((start + lo, hi - lo))
-        skip -= n
-    return out
+def lower_reduction_across(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.ndarray, y_runs: Runs,
+                           scale: str | None, lx_sticks: int) -> None:
+    """Reduce over a dim outside the stick: the sticks to combine are lane-aligned, so each output
+    stick is one SFU reduction (reduce_sum / reduce_max) over its input sticks, loaded side by side.
+    ``x_sticks[i, j]`` is the input stick at position ``i`` of the core's ``j``-th output stick."""
+    positions = x_sticks.shape[0]
+    chunk = max(1, (lx_sticks - 1) // (2 * (positions + 1)))
+    reduce = "reduce_max" if op in ("max", "min") else "reduce_sum"
+    if scale:
+        core.add("load", {"op": "load", "dram": scale, "lx": 0, "bytes": STICK_BYTES})
+    base = [STICK_BYTES + b * (positions + 1) * chunk * STICK_BYTES for b in range(2)]
+    pieces = chunks(y_runs, chunk)
+    done = 0
+    for q, piece in enumerate(pieces):
+        n, b, tag = sum(c for _, c in piece), q % 2, core.tag
+        out = base[b] + positions * chunk * STICK_BYTES
+        loads = [item for j in range(n) for item in core.dma("load", x, as_runs(x_sticks[:, done + j]),
+                                                             base[b] + j * positions * STICK_BYTES)]
+        if q >= 2:
+            loads[0]["wait"] = [f"{tag}free{b}"]
+        users = [0, 1] if n > 1 else [0]
+        loads[-1]["signal"] = [f"{tag}in{b}_sfu{i}" for i in users]
+        for i in users:
+            ops = []
+            for j in range(i, n, len(users)):
+                src, dst = base[b] + j * positions * STICK_BYTES, out + j * STICK_BYTES
+                if op == "min":
+                    ops.append({"op": "neg", "a": src, "out": src, "sticks": positions})
+                ops.append({"op": reduce, "a": src, "out": dst, "sticks": positions})
+                if op == "min":
+                    ops.append({"op": "neg", "a": dst, "out": dst, "sticks": 1})
+                if scale:
+                    ops.append({"op": "mul", "a": dst, "b": 0, "b_broadcast": True, "out": dst, "sticks": 1})
+            ops[0]["wait"], ops[-1]["signal"] = [f"{tag}in{b}_sfu{i}"], [f"{tag}out{b}_sfu{i}"]
+            for item in ops:
+                core.add(f"sfu{i}", item)
+        stores = core.dma("store", y, piece, out)
+        stores[0]["wait"] = [f"{tag}out{b}_sfu{i}" for i in users]
+        if q + 2 < len(pieces):
+            stores[-1]["signal"] = [f"{tag}free{b}"]
+        done += n
 
 
 def plan_reduction(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
-                      lx_sticks: int) -> dict[int, Emit]:
-    """Check a reduction kernel and return each core's share of it."""
+                   lx_sticks: int) -> dict[int, Emit]:
+    """Check a reduction kernel (one reduced dim, keepdim) and return each core's share of it."""
     src, where = program.source, kernel.path
     x, y = (t.layout for t in tensors)
+    reduced = [d for d, (n, m) in enumerate(zip(x.shape, y.shape, strict=False)) if n != m]
     if x != default_layout(x.shape, x.dtype) or y != default_layout(y.shape, y.dtype) or x.dtype != y.dtype \
-            or y.shape != (*x.shape[:-1], 1):
-        raise ProgramError("reductions lower over the last dim (keepdim) in default layouts so far: output shape "
-                           f"{list(y.shape)} for input {list(x.shape)}", src, where + ".outputs")
+            or len(x.shape) != len(y.shape) or len(reduced) != 1 or y.shape[reduced[0]] != 1:
+        raise ProgramError("reductions lower over one dim, kept as size 1, in default layouts so far: output "
+                           f"shape {list(y.shape)} for input {list(x.shape)}", src, where + ".outputs")
     if list(kernel.dims.values()) != list(x.shape):
         raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,
                            where + ".dims")
-    slices = list(kernel.slices.values())
-    if slices[-1] != 1:
+    dim, slices = reduced[0], list(kernel.slices.values())
+    if slices[dim] != 1:
         raise ProgramError("splitting the reduced dim over cores is not lowered yet", src, where + ".work_division")
-    if kernel.op in ("max", "min") and x.shape[-1] % elems_per_stick(x.dtype):
+    along_stick = dim == dim_map(x)[-1]
+    if along_stick and kernel.op in ("max", "min") and x.shape[dim] % elems_per_stick(x.dtype):
         raise ProgramError(f"{kernel.op} over a padded stick is not lowered yet", src, where + ".op")
     check_division(x, slices, src, where + ".work_division")
     host, valid = stick_hosts(y)
     owner = owner_of(y, host, slices)
-    k_sticks = -(-x.shape[-1] // elems_per_stick(x.dtype))
-    scale = scale_buffer(kernel) if kernel.op == "mean" else None
+    step = elems_per_stick(x.dtype) if along_stick else 1
+    positions = -(-x.shape[dim] // step)
+    scale = f"{scale_buffer(kernel)}+0" if kernel.op == "mean" else None
     shares = {}
     for core in range(kernel.cores):
         ids = np.flatnonzero(valid & (owner == core))
         if not ids.size:
             continue
-        rows = host[:, ids].copy()
+        at = host[:, ids].copy()
         x_sticks = []
-        for s in range(k_sticks):
-            rows[-1] = s * elems_per_stick(x.dtype)
-            x_sticks.append(as_runs(stick_of(x, rows)))
-        shares[core] = partial(lower_reduction, op=kernel.op, x=kernel.inputs[0], y=kernel.outputs[0],
-                               x_sticks=x_sticks, y_runs=as_runs(ids), scale=scale and f"{scale}+0",
-                               lx_sticks=lx_sticks)
+        for i in range(positions):
+            at[dim] = i * step
+            x_sticks.append(stick_of(x, at))
+        lower = lower_reduction if along_stick else lower_reduction_across
+        shares[core] = partial(lower, op=kernel.op, x=kernel.inputs[0], y=kernel.outputs[0],
+                               x_sticks=np.array(x_sticks), y_runs=as_runs(ids), scale=scale, lx_sticks=lx_sticks)
     return shares
 
 
@@ -145,5 +182,7 @@ def constants(program: KernelProgram) -> dict[str, dict[str, Any]]:
     for kernel in program.kernels:
         if kernel.op == "mean":
             x = program.tensors[kernel.inputs[0]].layout
-            out[scale_buffer(kernel)] = {"bytes": STICK_BYTES, "dtype": x.dtype, "fill": 1.0 / x.shape[-1]}
+            y = program.tensors[kernel.outputs[0]].layout
+            n = math.prod(x.shape) // math.prod(y.shape)  # elements folded into each output element
+            out[scale_buffer(kernel)] = {"bytes": STICK_BYTES, "dtype": x.dtype, "fill": 1.0 / n}
     return out

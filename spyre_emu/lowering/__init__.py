@@ -21,6 +21,7 @@ from .streams import CoreStreams
 
 LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtime (high)
 LX_RESERVED_SHARE = 0.2
+MAX_SPAN_BYTES = 256 << 20  # a core may address at most 256 MB of one tensor (torch-spyre, high)
 # Each op family's planner checks a kernel and returns every core's share of it.
 FAMILIES = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction}
 
@@ -33,6 +34,7 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
         before = {c: {u: len(items) for u, items in s.units.items()} for c, s in cores.items()}
         used = _lower_kernel(program, kernel, machine, cores, lx_sticks)
         _barrier(cores, kernel.name, before, previous, used)
+        _check_spans(cores, before, kernel, program.source)
         previous = used
     buffers = {name: _buffer(t) for name, t in program.tensors.items()} | constants(program)
     data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
@@ -61,6 +63,24 @@ def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, core
         streams.tag = f"{kernel.name}.c{core}."
         emit(streams)
     return sorted(shares)
+
+
+def _check_spans(cores: dict[int, CoreStreams], before: dict[int, dict[str, int]], kernel: Kernel,
+                 source: str) -> None:
+    """No core may span more than 256 MB of one tensor within a kernel."""
+    for c, streams in cores.items():
+        spans: dict[str, list[int]] = {}
+        for unit in ("load", "store"):
+            for item in streams.units.get(unit, [])[before.get(c, {}).get(unit, 0):]:
+                name, _, offset = item["dram"].partition("+")
+                lo_hi = spans.setdefault(name, [int(offset), 0])
+                lo_hi[0] = min(lo_hi[0], int(offset))
+                lo_hi[1] = max(lo_hi[1], int(offset) + item["bytes"])
+        for name, (lo, hi) in spans.items():
+            if hi - lo > MAX_SPAN_BYTES:
+                raise ProgramError(f"core {c} would span {hi - lo} B of tensor {name!r}; at most "
+                                   f"{MAX_SPAN_BYTES} B per core: split the work over more cores", source,
+                                   kernel.path + ".work_division")
 
 
 def _barrier(cores: dict[int, CoreStreams], name: str, before: dict[int, dict[str, int]], previous: list[int],

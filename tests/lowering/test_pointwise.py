@@ -142,3 +142,16 @@ def test_second_input_broadcasts(tmp_path, spyre, shape, b_shape, slices, op):
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
     want = REFERENCE[op](a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=3e-3, atol=3e-3)
+
+
+def test_a_core_may_span_at_most_256_mb_of_a_tensor(tmp_path, spyre):
+    rows = 2 * 1024 * 1024 + 64  # one stick per row: 256 MB + 8 KB in one core's slice
+    data = {"format": "spyre-emu.kernel-program", "version": 1,
+            "tensors": {"x": {"shape": [rows, 64], "dtype": "fp16", "role": "input"},
+                        "y": {"shape": [rows, 64], "dtype": "fp16", "role": "output"}},
+            "kernels": [{"op": "exp", "inputs": ["x"], "outputs": ["y"], "dims": {"mb": rows, "out": 64},
+                         "work_division": {}}]}
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match="at most 268435456 B per core"):
+        load(path, spyre)

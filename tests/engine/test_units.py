@@ -2,6 +2,9 @@
 
 import pytest
 
+from spyre_emu.engine import layout
+from spyre_emu.unit_program.opcodes import Op
+
 
 def _matmul(k, dtype="fp16"):
     return {"op": "matmul", "a": 0, "b": 65536, "c": 32768, "rows": 8, "k": k, "dtype": dtype}
@@ -95,3 +98,7 @@ def test_deep_fifo_with_long_latency_fits_the_event_table(tiny_with, run_units):
     # The SFU pops at 1..4096 and its sticks become visible 1 + 100000 cycles later;
     # the last is popped by fifo2lx at 4096 + 100001 and lands one cycle after.
     assert run_units(machine, cores).total_cycles == 4096 + 100001 + 1
+
+
+def test_engine_opcodes_match_the_unit_program_table():
+    assert {op.name: op.value for op in Op} == {n[3:]: getattr(layout, n) for n in dir(layout) if n.startswith("OP_")}

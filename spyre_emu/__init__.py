@@ -5,8 +5,8 @@ The simulator never imports torch; the torch.compile front end is ``spyre_emu.fr
 
 from .config import Machine, load_machine
 from .errors import ConfigError, ProgramError, SimulationError, SpyreEmuError
-from .pipeline import RunResult, load_program, run
+from .pipeline import Program, RunResult, load, load_program, run
 from .results import Report
 
-__all__ = ["ConfigError", "Machine", "ProgramError", "Report", "RunResult", "SimulationError",
-           "SpyreEmuError", "load_machine", "load_program", "run"]
+__all__ = ["ConfigError", "Machine", "Program", "ProgramError", "Report", "RunResult", "SimulationError",
+           "SpyreEmuError", "load", "load_machine", "load_program", "run"]

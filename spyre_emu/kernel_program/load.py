@@ -36,7 +36,7 @@ def parse_kernel_program(data: Any, source: str = "<program>") -> KernelProgram:
     base = Path(source).parent
     tensors = {name: _tensor(name, spec, base, source) for name, spec in data["tensors"].items()}
     kernels = tuple(_kernel(i, spec, tensors, source) for i, spec in enumerate(data["kernels"]))
-    return KernelProgram(source, tensors, kernels)
+    return KernelProgram(source, tensors, kernels, data.get("host_transfers", False))
 
 
 def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:

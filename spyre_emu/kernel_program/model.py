@@ -46,6 +46,9 @@ class Kernel:
 
 @dataclass(frozen=True)
 class KernelProgram:
+    """``host_transfers``: the run includes copying inputs in and outputs out over PCIe."""
+
     source: str
     tensors: dict[str, Tensor]
     kernels: tuple[Kernel, ...]
+    host_transfers: bool = False

@@ -30,15 +30,19 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     lx_sticks = int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
     cores: dict[int, CoreStreams] = {}
     previous: list[int] = []
+    first: list[int] | None = None
     for kernel in program.kernels:
         before = {c: {u: len(items) for u, items in s.units.items()} for c, s in cores.items()}
         used = _lower_kernel(program, kernel, machine, cores, lx_sticks)
         _barrier(cores, kernel.name, before, previous, used)
         _check_spans(cores, before, kernel, program.source)
+        first = used if first is None else first
         previous = used
     buffers = {name: _buffer(t) for name, t in program.tensors.items()} | constants(program)
     data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
                             "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
+    if program.host_transfers and program.kernels:
+        data["host"] = _host_transfers(program, cores, first or [], previous)
     return parse_unit_program(data, machine, program.source)
 
 
@@ -81,6 +85,24 @@ def _check_spans(cores: dict[int, CoreStreams], before: dict[int, dict[str, int]
                 raise ProgramError(f"core {c} would span {hi - lo} B of tensor {name!r}; at most "
                                    f"{MAX_SPAN_BYTES} B per core: split the work over more cores", source,
                                    kernel.path + ".work_division")
+
+
+def _host_transfers(program: KernelProgram, cores: dict[int, CoreStreams], first: list[int],
+                    last: list[int]) -> list[dict[str, Any]]:
+    """PCIe copies: inputs in before every core's first load, outputs out after every core's last store."""
+    ins = [t for t in program.tensors.values() if t.role in ("input", "constant")]
+    outs = [t for t in program.tensors.values() if t.role == "output"]
+    host = [{"op": "h2d", "dram": t.name, "bytes": device_bytes(t.layout)} for t in ins]
+    if host:
+        host[-1]["signal"] = [f"h2d.to{c}" for c in first]
+        for c in first:
+            cores[c].units["load"][0].setdefault("wait", []).append(f"h2d.to{c}")
+    d2h = [{"op": "d2h", "dram": t.name, "bytes": device_bytes(t.layout)} for t in outs]
+    if d2h:
+        d2h[0]["wait"] = [f"d2h.from{c}" for c in last]
+        for c in last:
+            cores[c].units["store"][-1].setdefault("signal", []).append(f"d2h.from{c}")
+    return host + d2h
 
 
 def _barrier(cores: dict[int, CoreStreams], name: str, before: dict[int, dict[str, int]], previous: list[int],

@@ -155,3 +155,17 @@ def test_a_core_may_span_at_most_256_mb_of_a_tensor(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match="at most 268435456 B per core"):
         load(path, spyre)
+
+
+def test_host_transfers_are_timed_on_pcie(tmp_path, spyre):
+    path, _ = _program(tmp_path, "add", (512, 1024), (2, 16))
+    data = json.loads(path.read_text())
+    plain = run(load(path, spyre), spyre).report
+    data["host_transfers"] = True
+    path.write_text(json.dumps(data))
+    with_pcie = run(load(path, spyre), spyre).report
+    pcie = with_pcie.data["units"]["pcie"]
+    moved = 3 * 512 * 1024 * 2  # two inputs in, one output out
+    assert pcie["units_used"] == 1
+    assert pcie["busy_cycles"] >= moved / (spyre.pcie.gbytes_per_s / spyre.clock.ghz)
+    assert with_pcie.total_cycles >= plain.total_cycles + pcie["busy_cycles"] * 0.9

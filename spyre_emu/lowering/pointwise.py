@@ -51,29 +51,18 @@ def lower_pointwise(core: CoreStreams, *, sfu_op: str, inputs: list[str], output
     pieces = chunks(runs, chunk)
     done = 0
     for q, piece in enumerate(pieces):
-        b, tag = q % 2, core.tag
+        b = q % 2
         *in_lx, out_lx = sets[b]
         n = sum(count for _, count in piece)
         bcast = None if b_sticks is None else b_sticks[done:done + n]
         halves = [(0, -(-n // 2)), (-(-n // 2), n)]
         users = [k for k, (lo, hi) in enumerate(halves) if hi > lo]
-        loads = [core.dma("load", inputs[0], piece, in_lx[0])]
+        loads = core.dma("load", inputs[0], piece, in_lx[0])
         if len(inputs) == 2:
             wanted = piece if bcast is None else as_runs(_distinct(bcast))
-            loads.append(core.dma("load", inputs[1], wanted, in_lx[1]))
-        first = [ins for group in loads for ins in group][0]
-        if q >= 2:
-            first.setdefault("wait", []).append(f"{tag}free{b}")
-        loads[-1][-1]["signal"] = [f"{tag}in{b}_sfu{k}" for k in users]
-        for k in users:
-            ops = _sfu_ops(sfu_op, in_lx, out_lx, *halves[k], bcast)
-            ops[0]["wait"], ops[-1]["signal"] = [f"{tag}in{b}_sfu{k}"], [f"{tag}out{b}_sfu{k}"]
-            for op in ops:
-                core.add(f"sfu{k}", op)
-        stores = core.dma("store", output, piece, out_lx)
-        stores[0]["wait"] = [f"{tag}out{b}_sfu{k}" for k in users]
-        if q + 2 < len(pieces):
-            stores[-1]["signal"] = [f"{tag}free{b}"]
+            loads += core.dma("load", inputs[1], wanted, in_lx[1])
+        sfu_ops = {k: _sfu_ops(sfu_op, in_lx, out_lx, *halves[k], bcast) for k in users}
+        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", output, piece, out_lx))
         done += n
 
 

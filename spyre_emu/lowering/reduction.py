@@ -41,26 +41,14 @@ def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.
     done_rows = 0
     pieces = chunks(y_runs, chunk)
     for q, piece in enumerate(pieces):
-        n, b, tag = sum(c for _, c in piece), q % 2, core.tag
+        n, b = sum(c for _, c in piece), q % 2
         x_lx, acc, out = base[b], base[b] + k * chunk * STICK_BYTES, base[b] + (k + 1) * chunk * STICK_BYTES
-        loads = [core.dma("load", x, as_runs(x_sticks[s, done_rows:done_rows + n]), x_lx + s * chunk * STICK_BYTES)
-                 for s in range(k)]
-        flat = [item for group in loads for item in group]
-        if q >= 2:
-            flat[0]["wait"] = [f"{tag}free{b}"]
+        loads = [item for s in range(k) for item in
+                 core.dma("load", x, as_runs(x_sticks[s, done_rows:done_rows + n]), x_lx + s * chunk * STICK_BYTES)]
         halves = [(0, -(-n // 2)), (-(-n // 2), n)]
-        users = [i for i, (lo, hi) in enumerate(halves) if hi > lo]
-        flat[-1]["signal"] = [f"{tag}in{b}_sfu{i}" for i in users]
-        for i in users:
-            lo, hi = halves[i]
-            ops = _row_ops(op, step, lanes, k, chunk, x_lx, acc, out, lo, hi - lo, scale is not None)
-            ops[0]["wait"], ops[-1]["signal"] = [f"{tag}in{b}_sfu{i}"], [f"{tag}out{b}_sfu{i}"]
-            for item in ops:
-                core.add(f"sfu{i}", item)
-        stores = core.dma("store", y, piece, out)
-        stores[0]["wait"] = [f"{tag}out{b}_sfu{i}" for i in users]
-        if q + 2 < len(pieces):
-            stores[-1]["signal"] = [f"{tag}free{b}"]
+        sfu_ops = {i: _row_ops(op, step, lanes, k, chunk, x_lx, acc, out, lo, hi - lo, scale is not None)
+                   for i, (lo, hi) in enumerate(halves) if hi > lo}
+        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", y, piece, out))
         done_rows += n
 
 
@@ -102,33 +90,28 @@ def lower_reduction_across(core: CoreStreams, *, op: str, x: str, y: str, x_stic
     pieces = chunks(y_runs, chunk)
     done = 0
     for q, piece in enumerate(pieces):
-        n, b, tag = sum(c for _, c in piece), q % 2, core.tag
+        n, b = sum(c for _, c in piece), q % 2
         out = base[b] + positions * chunk * STICK_BYTES
         loads = [item for j in range(n) for item in core.dma("load", x, as_runs(x_sticks[:, done + j]),
                                                              base[b] + j * positions * STICK_BYTES)]
-        if q >= 2:
-            loads[0]["wait"] = [f"{tag}free{b}"]
         users = [0, 1] if n > 1 else [0]
-        loads[-1]["signal"] = [f"{tag}in{b}_sfu{i}" for i in users]
-        for i in users:
-            ops = []
-            for j in range(i, n, len(users)):
-                src, dst = base[b] + j * positions * STICK_BYTES, out + j * STICK_BYTES
-                if op == "min":
-                    ops.append({"op": "neg", "a": src, "out": src, "sticks": positions})
-                ops.append({"op": reduce, "a": src, "out": dst, "sticks": positions})
-                if op == "min":
-                    ops.append({"op": "neg", "a": dst, "out": dst, "sticks": 1})
-                if scale:
-                    ops.append({"op": "mul", "a": dst, "b": 0, "b_broadcast": True, "out": dst, "sticks": 1})
-            ops[0]["wait"], ops[-1]["signal"] = [f"{tag}in{b}_sfu{i}"], [f"{tag}out{b}_sfu{i}"]
-            for item in ops:
-                core.add(f"sfu{i}", item)
-        stores = core.dma("store", y, piece, out)
-        stores[0]["wait"] = [f"{tag}out{b}_sfu{i}" for i in users]
-        if q + 2 < len(pieces):
-            stores[-1]["signal"] = [f"{tag}free{b}"]
+        sfu_ops = {i: [item for j in range(i, n, len(users))
+                       for item in _across_ops(op, reduce, base[b] + j * positions * STICK_BYTES,
+                                               out + j * STICK_BYTES, positions, scale is not None)]
+                   for i in users}
+        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", y, piece, out))
         done += n
+
+
+def _across_ops(op: str, reduce: str, src: int, dst: int, positions: int, scaled: bool) -> list[dict]:
+    """SFU ops turning one output stick's lane-aligned input sticks at ``src`` into ``dst``."""
+    ops = [{"op": "neg", "a": src, "out": src, "sticks": positions}] if op == "min" else []
+    ops.append({"op": reduce, "a": src, "out": dst, "sticks": positions})
+    if op == "min":
+        ops.append({"op": "neg", "a": dst, "out": dst, "sticks": 1})
+    if scaled:
+        ops.append({"op": "mul", "a": dst, "b": 0, "b_broadcast": True, "out": dst, "sticks": 1})
+    return ops
 
 
 def plan_reduction(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,

@@ -1,4 +1,4 @@
-"""Reductions along the last dim (keepdim) lowered to SFU ops: values against numpy, divisions."""
+"""Reductions (keepdim) lowered to SFU ops: values against numpy, divisions, refusals."""
 
 import importlib.util
 import json
@@ -13,8 +13,8 @@ from tests.conftest import ROOT
 REFERENCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
 
 
-def _program(tmp_path, op, shape, slices):
-    out_shape = [*shape[:-1], 1]
+def _program(tmp_path, op, shape, slices, dim=-1):
+    out_shape = [1 if d == dim % len(shape) else n for d, n in enumerate(shape)]
     dims = {f"d{i}": n for i, n in enumerate(shape)}
     data = {"format": "spyre-emu.kernel-program", "version": 1,
             "tensors": {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
@@ -63,17 +63,7 @@ def test_split_reduced_dim_is_refused(tmp_path, spyre):
 @pytest.mark.parametrize(("shape", "dim", "slices"), [((512, 1024), 0, (1, 1)), ((63, 129), 0, (1, 3)),
                                                       ((4, 6, 128), 1, (2, 1, 1))])
 def test_over_a_dim_outside_the_stick(tmp_path, spyre, op, shape, dim, slices):
-    out_shape = [1 if d == dim else n for d, n in enumerate(shape)]
-    dims = {f"d{i}": n for i, n in enumerate(shape)}
-    data = {"format": "spyre-emu.kernel-program", "version": 1,
-            "tensors": {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
-                        "y": {"shape": out_shape, "dtype": "fp16", "role": "output"}},
-            "kernels": [{"name": "r", "op": op, "inputs": ["x"], "outputs": ["y"], "dims": dims,
-                         "work_division": dict(zip(dims, slices, strict=True))}]}
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(data))
-    x = np.random.default_rng(17).standard_normal(shape).astype(np.float16)
-    np.save(tmp_path / "x.npy", x)
+    path, x = _program(tmp_path, op, shape, slices, dim)
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
     want = REFERENCE[op](x.astype(np.float32), axis=dim, keepdims=True)
     tol = 2e-2 * np.sqrt(shape[dim]) if op == "sum" else 1e-2

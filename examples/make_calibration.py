@@ -47,7 +47,8 @@ PROGRAMS = {
                                           "mb 2 x out 16 here, so each B column block is read twice"),
     "decode_16x4096x25600_32cores": matmul(16, 4096, 25600, 2, 16, "torch-spyre issue 4032: 1.365 ms measured "
                                            "(mb 2 x out 16, as above)"),
-    "prefill_512x4096x4096_split32x1": matmul(512, 4096, 4096, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.59x faster"),
+    "prefill_512x4096x4096_split32x1": matmul(512, 4096, 4096, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.59x "
+                                              "faster"),
     "prefill_512x4096x4096_split8x4": matmul(512, 4096, 4096, 8, 4, "torch-spyre issue 2407"),
     "prefill_512x4096x12800_split32x1": matmul(512, 4096, 12800, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.07x "
                                                "faster"),

@@ -18,7 +18,7 @@ from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
 from ..unit_program.model import matmul_a_sticks
-from ..unit_program.opcodes import SFU_OPS
+from ..unit_program.opcodes import SFU_OPERANDS, SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
 
@@ -134,20 +134,19 @@ def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
 
 def _sfu(card: Card, ins: Instruction, lx: np.ndarray) -> bool:
     a, n, dtype = ins.args, ins.args["sticks"], ins.args.get("dtype", "fp16")
+    lanes = STICK_BYTES // DTYPE_BYTES[dtype]
     if a["a"] == "fifo":
         if len(card.fifo(ins, "in")) < n:
             return False
         x = np.concatenate([card.fifo(ins, "in").popleft() for _ in range(n)])
+        operands = [to_f32(x, dtype).reshape(n, lanes)]
     else:
-        x = lx[a["a"]:a["a"] + n * STICK_BYTES].copy()
-    b = None
-    if "b" in a:
-        b_sticks = 1 if a.get("b_broadcast") else n
-        b = to_f32(lx[a["b"]:a["b"] + b_sticks * STICK_BYTES].copy(), dtype)
-        b = np.tile(b, n) if a.get("b_broadcast") else b
-    lanes = STICK_BYTES // DTYPE_BYTES[dtype]
-    out = from_f32(sfu_apply(ins.op, to_f32(x, dtype).reshape(n, lanes),
-                             None if b is None else b.reshape(n, lanes)).reshape(-1), dtype)
+        operands = []
+    for field in SFU_OPERANDS[len(operands):SFU_OPS[ins.op].arity]:
+        count = 1 if a.get(f"{field}_broadcast") else n
+        value = to_f32(lx[a[field]:a[field] + count * STICK_BYTES].copy(), dtype).reshape(count, lanes)
+        operands.append(np.broadcast_to(value, (n, lanes)))
+    out = from_f32(sfu_apply(ins.op, *operands).reshape(-1), dtype)
     if a["out"] == "fifo":
         card.fifo(ins, "out").extend(_sticks(out))
     else:

@@ -13,22 +13,34 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float32))
 
 
+def _transpose(x: np.ndarray) -> np.ndarray:
+    lanes = x.shape[1]
+    return x.reshape(-1, lanes, lanes).transpose(0, 2, 1).reshape(x.shape)
+
+
+def _flag(cond: np.ndarray) -> np.ndarray:
+    return cond.astype(np.float32)
+
+
 _MAP = {
-    "copy": lambda x, b: x, "neg": lambda x, b: -x, "abs": lambda x, b: np.abs(x),
-    "relu": lambda x, b: np.maximum(x, 0), "add": lambda x, b: x + b, "sub": lambda x, b: x - b,
-    "mul": lambda x, b: x * b, "max": np.maximum, "min": np.minimum, "div": lambda x, b: x / b,
-    "exp": lambda x, b: np.exp(x), "log": lambda x, b: np.log(x), "sqrt": lambda x, b: np.sqrt(x),
-    "rsqrt": lambda x, b: 1 / np.sqrt(x), "reciprocal": lambda x, b: 1 / x,
-    "tanh": lambda x, b: np.tanh(x), "sigmoid": lambda x, b: 1 / (1 + np.exp(-x)),
-    "silu": lambda x, b: x / (1 + np.exp(-x)), "gelu": lambda x, b: _gelu(x),
-    "reduce_sum": lambda x, b: x.sum(axis=0, keepdims=True),
-    "reduce_max": lambda x, b: x.max(axis=0, keepdims=True),
-    "lanes_sum": lambda x, b: np.repeat(x.sum(axis=1, keepdims=True), x.shape[1], axis=1),
-    "lanes_max": lambda x, b: np.repeat(x.max(axis=1, keepdims=True), x.shape[1], axis=1),
+    "copy": lambda x: x, "neg": lambda x: -x, "abs": np.abs, "relu": lambda x: np.maximum(x, 0),
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "div": np.divide, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "reciprocal": lambda x: 1 / x, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "silu": lambda x: x / (1 + np.exp(-x)), "gelu": _gelu,
+    "reduce_sum": lambda x: x.sum(axis=0, keepdims=True),
+    "reduce_max": lambda x: x.max(axis=0, keepdims=True),
+    "lanes_sum": lambda x: np.repeat(x.sum(axis=1, keepdims=True), x.shape[1], axis=1),
+    "lanes_max": lambda x: np.repeat(x.max(axis=1, keepdims=True), x.shape[1], axis=1),
+    "gt": lambda x, b: _flag(x > b), "ge": lambda x, b: _flag(x >= b), "lt": lambda x, b: _flag(x < b),
+    "le": lambda x, b: _flag(x <= b), "eq": lambda x, b: _flag(x == b), "ne": lambda x, b: _flag(x != b),
+    "where": lambda cond, b, c: np.where(cond != 0, b, c),
+    "splat": lambda x: np.repeat(x[:, :1], x.shape[1], axis=1), "transpose": _transpose,
 }
 
 
-def sfu_apply(op: str, x: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    """``x`` and ``b`` are [sticks, lanes] float32; returns float32 of the op's output shape."""
+def sfu_apply(op: str, *operands: np.ndarray) -> np.ndarray:
+    """Operands are [sticks, lanes] float32 (``a``, then ``b``, ``c`` for ops that take them);
+    returns float32 of the op's output shape."""
     with np.errstate(all="ignore"):
-        return np.asarray(_MAP[op](x, b), np.float32)
+        return np.asarray(_MAP[op](*operands), np.float32)

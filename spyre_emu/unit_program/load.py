@@ -18,7 +18,7 @@ import jsonschema
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from .model import HOST_CORE, Buffer, Instruction, UnitProgram, matmul_a_sticks
-from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, UNIT_OPS, unit_kind
+from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPERANDS, SFU_OPS, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
@@ -266,9 +266,9 @@ def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]
     if ins.op in SFU_OPS:
         n = a["sticks"]
         out_sticks = 1 if SFU_OPS[ins.op].shape == "sticks" else n
-        regions = [("a", a["a"], n * STICK_BYTES), ("out", a["out"], out_sticks * STICK_BYTES)]
-        if "b" in a:
-            regions.append(("b", a["b"], STICK_BYTES if a.get("b_broadcast") else n * STICK_BYTES))
+        regions = [(f, a[f], STICK_BYTES if a.get(f"{f}_broadcast") else n * STICK_BYTES)
+                   for f in SFU_OPERANDS if f in a]
+        regions.append(("out", a["out"], out_sticks * STICK_BYTES))
         return [r for r in regions if r[1] != "fifo"]
     return []
 
@@ -302,13 +302,20 @@ def _check_sfu(ins: Instruction, source: str) -> None:
     spec, a = SFU_OPS[ins.op], ins.args
     if a["sticks"] > MAX_SFU_STICKS:
         raise ProgramError(f"at most {MAX_SFU_STICKS} sticks in one instruction", source, ins.path + ".sticks")
-    if (spec.arity == 2) != ("b" in a):
-        need = "needs operand 'b'" if spec.arity == 2 else "takes no operand 'b'"
-        raise ProgramError(f"{ins.op} {need}", source, ins.path)
-    if "b_broadcast" in a and "b" not in a:
-        raise ProgramError("b_broadcast without operand 'b'", source, ins.path + ".b_broadcast")
+    for i, field in enumerate(SFU_OPERANDS[1:], start=1):
+        if (spec.arity > i) != (field in a):
+            need = f"needs operand {field!r}" if spec.arity > i else f"takes no operand {field!r}"
+            raise ProgramError(f"{ins.op} {need}", source, ins.path)
+    for field in SFU_OPERANDS:
+        if f"{field}_broadcast" in a and (field not in a or a[field] == "fifo"):
+            raise ProgramError(f"{field}_broadcast needs operand {field!r} in LX", source,
+                               f"{ins.path}.{field}_broadcast")
     if spec.shape != "map" and "fifo" in (a["a"], a["out"]):
         raise ProgramError(f"{ins.op} reads and writes LX, not a FIFO", source, ins.path)
+    lanes = STICK_BYTES // DTYPE_BYTES[a.get("dtype", "fp16")]
+    if spec.shape == "block" and a["sticks"] % lanes:
+        raise ProgramError(f"{ins.op} works on blocks of {lanes} sticks of {a.get('dtype', 'fp16')}", source,
+                           ins.path + ".sticks")
 
 
 def _check_lx(where: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:

@@ -33,7 +33,8 @@ class SfuOp(NamedTuple):
     cost_class: str   # a key of [sfu.cost_cycles]
     arity: int        # operands read per output stick
     shape: str        # "map": n sticks -> n; "sticks": n -> 1 (lane-wise across sticks);
-                      # "lanes": each stick -> its lane reduction broadcast to all lanes
+                      # "lanes": each stick -> its lane reduction broadcast to all lanes;
+                      # "block": each square block of lanes x lanes elements -> its transpose
 
 
 _SFU = [
@@ -47,9 +48,13 @@ _SFU = [
     ("silu", "transcendental", 1, "map"), ("gelu", "transcendental", 1, "map"),
     ("reduce_sum", "reduce", 1, "sticks"), ("reduce_max", "reduce", 1, "sticks"),
     ("lanes_sum", "reduce", 1, "lanes"), ("lanes_max", "reduce", 1, "lanes"),
+    ("gt", "simple", 2, "map"), ("ge", "simple", 2, "map"), ("lt", "simple", 2, "map"),
+    ("le", "simple", 2, "map"), ("eq", "simple", 2, "map"), ("ne", "simple", 2, "map"),
+    ("where", "simple", 3, "map"), ("splat", "simple", 1, "map"), ("transpose", "simple", 1, "block"),
 ]
 SFU_OPS = {name: SfuOp(code, cls, arity, shape) for code, (name, cls, arity, shape) in enumerate(_SFU)}
 SFU_NAMES = tuple(SFU_OPS)
+SFU_OPERANDS = ("a", "b", "c")  # an SFU op of arity n reads the first n of these
 
 # Which unit kind runs which instruction op (by the unit name without its corelet index).
 UNIT_OPS = {"load": {"load"}, "store": {"store"}, "send": {"send"},

@@ -30,16 +30,19 @@ def _buf(array, dtype="fp16", output=None):
 
 
 REFERENCE = {
-    "copy": lambda x, b: x, "neg": lambda x, b: -x, "abs": np.abs, "relu": lambda x, b: np.maximum(x, 0),
+    "copy": lambda x: x, "neg": lambda x: -x, "abs": np.abs, "relu": lambda x: np.maximum(x, 0),
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-    "div": np.divide, "exp": lambda x, b: np.exp(x), "log": lambda x, b: np.log(x),
-    "sqrt": lambda x, b: np.sqrt(x), "rsqrt": lambda x, b: 1 / np.sqrt(x), "reciprocal": lambda x, b: 1 / x,
-    "tanh": lambda x, b: np.tanh(x), "sigmoid": lambda x, b: 1 / (1 + np.exp(-x)),
-    "silu": lambda x, b: x / (1 + np.exp(-x)),
-    "gelu": lambda x, b: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))),
-    "reduce_sum": lambda x, b: x.sum(0, keepdims=True), "reduce_max": lambda x, b: x.max(0, keepdims=True),
-    "lanes_sum": lambda x, b: np.repeat(x.sum(1, keepdims=True), 64, 1),
-    "lanes_max": lambda x, b: np.repeat(x.max(1, keepdims=True), 64, 1),
+    "div": np.divide, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "reciprocal": lambda x: 1 / x, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))),
+    "reduce_sum": lambda x: x.sum(0, keepdims=True), "reduce_max": lambda x: x.max(0, keepdims=True),
+    "lanes_sum": lambda x: np.repeat(x.sum(1, keepdims=True), 64, 1),
+    "lanes_max": lambda x: np.repeat(x.max(1, keepdims=True), 64, 1),
+    "gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal, "eq": np.equal,
+    "ne": np.not_equal, "where": lambda x, b, c: np.where(x != 0, b, c),
+    "splat": lambda x: np.repeat(x[:, :1], 64, 1),
+    "transpose": lambda x: x.reshape(-1, 64, 64).transpose(0, 2, 1).reshape(x.shape),
 }
 
 
@@ -49,25 +52,29 @@ def test_reference_covers_every_sfu_op():
 
 @pytest.mark.parametrize("op", sorted(SFU_OPS))
 def test_sfu_op_matches_numpy(tmp_path, tiny, op):
-    rng = np.random.default_rng(1)
-    x = rng.uniform(0.1, 2.0, (5, 64))
-    if op not in ("log", "sqrt", "rsqrt"):
-        x *= np.sign(rng.standard_normal((5, 64)))
-    x = x.astype(np.float16)
-    b = rng.uniform(0.5, 2.0, (5, 64)).astype(np.float16)
     spec = SFU_OPS[op]
-    out_sticks = 1 if spec.shape == "sticks" else 5
-    ins = {"op": op, "a": 0, "out": 8192, "sticks": 5, "wait": ["in"], "signal": ["done"]}
-    if spec.arity == 2:
-        ins["b"] = 4096
-    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": 5 * STICK},
-             {"op": "load", "dram": "b", "lx": 4096, "bytes": 5 * STICK, "signal": ["in"]}]
-    store = [{"op": "store", "lx": 8192, "dram": "y", "bytes": out_sticks * STICK, "wait": ["done"]}]
+    n = 64 if spec.shape == "block" else 5
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.1, 2.0, (n, 64))
+    if op not in ("log", "sqrt", "rsqrt"):
+        x *= np.sign(rng.standard_normal((n, 64)))
+    x[:, ::3] = 0 if op in ("where", "eq", "ne") else x[:, ::3]
+    x = x.astype(np.float16)
+    b = rng.uniform(0.5, 2.0, (n, 64)).astype(np.float16)
+    b[:, ::3] = x[:, ::3] if op in ("eq", "ne", "ge", "le") else b[:, ::3]
+    c = rng.uniform(-2.0, -0.5, (n, 64)).astype(np.float16)
+    out_sticks = 1 if spec.shape == "sticks" else n
+    ins = {"op": op, "a": 0, "out": 24576, "sticks": n, "wait": ["in"], "signal": ["done"]}
+    ins |= {field: 8192 * i for i, field in enumerate(("a", "b", "c")[:spec.arity])}
+    loads = [{"op": "load", "dram": name, "lx": 8192 * i, "bytes": n * STICK} for i, name in enumerate("xbc")]
+    loads[-1]["signal"] = ["in"]
+    store = [{"op": "store", "lx": 24576, "dram": "y", "bytes": out_sticks * STICK, "wait": ["done"]}]
     y = np.zeros((out_sticks, 64), np.float16)
     data = program({0: {"load": loads, "sfu0": [ins], "store": store}},
-                   {"x": _buf(x), "b": _buf(b), "y": _buf(y, output="y.npy")})
-    got = _run(tmp_path, tiny, data, {"x": x, "b": b})["y"]
-    want = REFERENCE[op](x.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+                   {"x": _buf(x), "b": _buf(b), "c": _buf(c), "y": _buf(y, output="y.npy")})
+    got = _run(tmp_path, tiny, data, {"x": x, "b": b, "c": c})["y"]
+    operands = [v.astype(np.float32) for v in (x, b, c)[:spec.arity]]
+    want = np.asarray(REFERENCE[op](*operands), np.float32).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
 
 
@@ -82,6 +89,24 @@ def test_broadcast_operand(tmp_path, tiny):
     data = program({0: {"load": loads, "sfu1": [ins], "store": store}},
                    {"x": _buf(x), "b": _buf(b), "y": _buf(x, output="y.npy")})
     np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x, "b": b})["y"], x * np.float16(0.5))
+
+
+def test_broadcast_first_and_third_operands(tmp_path, tiny):
+    """a_broadcast and c_broadcast read one stick for every output stick, as b_broadcast does."""
+    x = np.arange(3 * 64, dtype=np.float16).reshape(3, 64) / 64
+    cond = np.tile(np.arange(64) % 2, (3, 1)).astype(np.float16)
+    one = np.ones((1, 64), np.float16)
+    sub = {"op": "sub", "a": 8192, "a_broadcast": True, "b": 0, "out": 12288, "sticks": 3, "wait": ["in"]}
+    where = {"op": "where", "a": 4096, "b": 12288, "c": 8192, "c_broadcast": True, "out": 16384, "sticks": 3,
+             "signal": ["done"]}
+    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": 3 * STICK},
+             {"op": "load", "dram": "cond", "lx": 4096, "bytes": 3 * STICK},
+             {"op": "load", "dram": "one", "lx": 8192, "bytes": STICK, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 16384, "dram": "y", "bytes": 3 * STICK, "wait": ["done"]}]
+    data = program({0: {"load": loads, "sfu0": [sub, where], "store": store}},
+                   {"x": _buf(x), "cond": _buf(cond), "one": _buf(one), "y": _buf(x, output="y.npy")})
+    got = _run(tmp_path, tiny, data, {"x": x, "cond": cond, "one": one})["y"]
+    np.testing.assert_array_equal(got, np.where(cond != 0, 1 - x, np.float16(1)))
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

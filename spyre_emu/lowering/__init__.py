@@ -34,6 +34,7 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     for kernel in program.kernels:
         before = {c: {u: len(items) for u, items in s.units.items()} for c, s in cores.items()}
         used = _lower_kernel(program, kernel, machine, cores, lx_sticks)
+        _tag(cores, before, kernel.name)
         _barrier(cores, kernel.name, before, previous, used)
         _check_spans(cores, before, kernel, program.source)
         first = used if first is None else first
@@ -67,6 +68,14 @@ def _lower_kernel(program: KernelProgram, kernel: Kernel, machine: Machine, core
         streams.tag = f"{kernel.name}.c{core}."
         emit(streams)
     return sorted(shares)
+
+
+def _tag(cores: dict[int, CoreStreams], before: dict[int, dict[str, int]], name: str) -> None:
+    """Mark every instruction the kernel added with its name, for per-kernel reports."""
+    for c, streams in cores.items():
+        for unit, items in streams.units.items():
+            for item in items[before.get(c, {}).get(unit, 0):]:
+                item["kernel"] = name
 
 
 def _check_spans(cores: dict[int, CoreStreams], before: dict[int, dict[str, int]], kernel: Kernel,

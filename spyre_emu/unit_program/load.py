@@ -218,11 +218,11 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         op = item["op"]
         if op not in UNIT_OPS[unit_kind(unit)]:
             raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, path + ".op")
-        args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note")}
+        args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note", "kernel")}
         if "dram" in args:
             args["dram"] = _resolve_dram(args["dram"], args["bytes"], buffers, machine, source, path)
         ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
-                          tuple(item.get("signal", ())), path)
+                          tuple(item.get("signal", ())), path, item.get("kernel", ""))
         _check_regions(ins, machine, source)
         out.append(ins)
     return tuple(out)

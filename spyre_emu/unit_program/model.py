@@ -40,6 +40,7 @@ class Instruction:
     wait: tuple[str, ...]
     signal: tuple[str, ...]
     path: str
+    kernel: str = ""  # the kernel-program kernel it was lowered from ("" in hand-written programs)
 
 
 @dataclass(frozen=True)

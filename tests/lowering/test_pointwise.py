@@ -10,6 +10,7 @@ from spyre_emu.errors import ProgramError
 from spyre_emu.host_data import _seeded_randn
 from spyre_emu.kernel_program.ops import OPS
 from spyre_emu.pipeline import load, run
+from tests.conftest import ROOT
 
 POINTWISE = sorted(op for op, spec in OPS.items() if spec.family == "pointwise")
 REFERENCE = {
@@ -169,3 +170,10 @@ def test_host_transfers_are_timed_on_pcie(tmp_path, spyre):
     assert pcie["units_used"] == 1
     assert pcie["busy_cycles"] >= moved / (spyre.pcie.gbytes_per_s / spyre.clock.ghz)
     assert with_pcie.total_cycles >= plain.total_cycles + pcie["busy_cycles"] * 0.9
+
+
+def test_every_lowered_instruction_names_its_kernel(spyre):
+    units = load(ROOT / "examples/programs/add_exp_kernels.json", spyre).units
+    kernels = {ins.kernel for ins in units.instructions() if ins.core >= 0}
+    assert kernels == {"add", "exp"}
+    assert [ins.kernel for ins in units.streams[(0, "sfu0")]][-1] == "exp"

@@ -14,7 +14,7 @@ from ..errors import ProgramError, SpyreEmuError
 from ..unit_program.load import StrictValidator, json_path, read_json
 from .layout import TensorLayout, check_layout, default_layout
 from .model import Kernel, KernelProgram, Tensor
-from .ops import OPS
+from .ops import ATTRS, OPS
 
 FORMAT = "spyre-emu.kernel-program"
 
@@ -36,6 +36,7 @@ def parse_kernel_program(data: Any, source: str = "<program>") -> KernelProgram:
     base = Path(source).parent
     tensors = {name: _tensor(name, spec, base, source) for name, spec in data["tensors"].items()}
     kernels = tuple(_kernel(i, spec, tensors, source) for i, spec in enumerate(data["kernels"]))
+    _check_order(tensors, kernels, source)
     return KernelProgram(source, tensors, kernels, data.get("host_transfers", False))
 
 
@@ -74,4 +75,32 @@ def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: st
                                f"{where}.work_division.{dim}")
     slices = {dim: spec["work_division"].get(dim, 1) for dim in spec["dims"]}
     return Kernel(spec.get("name", f"k{i}"), spec["op"], tuple(spec["inputs"]), tuple(spec["outputs"]),
-                  dict(spec["dims"]), slices, where)
+                  dict(spec["dims"]), slices, where, _attrs(spec, where, source))
+
+
+def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, float | bool]:
+    defaults = ATTRS.get(spec["op"], {})
+    for name, value in spec.get("attrs", {}).items():
+        if name not in defaults:
+            raise ProgramError(f"{spec['op']} takes no attribute {name!r}"
+                               + (f" (it takes {', '.join(defaults)})" if defaults else ""), source,
+                               f"{where}.attrs.{name}")
+        if isinstance(value, bool) != isinstance(defaults[name], bool):
+            raise ProgramError(f"attribute {name!r} must be a {type(defaults[name]).__name__}", source,
+                               f"{where}.attrs.{name}")
+    return {**defaults, **spec.get("attrs", {})}
+
+
+def _check_order(tensors: dict[str, Tensor], kernels: tuple[Kernel, ...], source: str) -> None:
+    """Intermediates and outputs are read only after a kernel wrote them; inputs are never written."""
+    written: set[str] = set()
+    for kernel in kernels:
+        for j, name in enumerate(kernel.inputs):
+            if tensors[name].role in ("intermediate", "output") and name not in written:
+                raise ProgramError(f"tensor {name!r} is used before it is written ({tensors[name].role}: no earlier "
+                                   "kernel outputs it)", source, f"{kernel.path}.inputs[{j}]")
+        for name in kernel.outputs:
+            if tensors[name].role in ("input", "constant"):
+                raise ProgramError(f"tensor {name!r} is an {tensors[name].role}; kernels write only intermediates "
+                                   "and outputs", source, f"{kernel.path}.outputs[0]")
+            written.add(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .layout import TensorLayout
@@ -35,6 +35,7 @@ class Kernel:
     dims: dict[str, int]
     slices: dict[str, int]
     path: str
+    attrs: dict[str, float | bool] = field(default_factory=dict)  # op attributes, defaults filled in
 
     @property
     def cores(self) -> int:

@@ -1,19 +1,22 @@
-"""The op table: each SuperDSC op name, its lowering family and (pointwise) its SFU op.
+"""The op table: each op name, its lowering family and (pointwise) its SFU steps.
 
-One literal table, not a registry filled by imports: a new op is one line here. Families
-are lowered by ``spyre_emu.lowering``; a family without a lowering yet is refused there
-with a clear error naming the op.
+Names are SuperDSC's where SuperDSC has the op; ``minimum``, the comparisons, and the fused
+row ops ``softmax``, ``layernorm`` and ``rmsnorm`` (one kernel each, as the front end's fusion
+pass emits them) are spyre-emu's own. One literal table, not a registry filled by imports: a
+new op is one line here. Families are lowered by ``spyre_emu.lowering``.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+Step = tuple[str, tuple[int | str, ...]]  # an SFU op and its operands: input index, or "t" (the result so far)
+
 
 class OpSpec(NamedTuple):
-    family: str        # "pointwise", "reduction", "matmul", "normalization", "select", "restickify"
-    arity: int         # tensor inputs
-    sfu_op: str | None  # the SFU op a pointwise kernel streams every stick through
+    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify"
+    arity: int                # tensor inputs
+    sfu: str | tuple[Step, ...] | None = None  # pointwise: the SFU op over every input, or SFU steps
 
 
 OPS: dict[str, OpSpec] = {
@@ -22,6 +25,14 @@ OPS: dict[str, OpSpec] = {
     "mul": OpSpec("pointwise", 2, "mul"),
     "realdiv": OpSpec("pointwise", 2, "div"),
     "maximum": OpSpec("pointwise", 2, "max"),
+    "minimum": OpSpec("pointwise", 2, "min"),
+    "greater": OpSpec("pointwise", 2, "gt"),
+    "greaterequal": OpSpec("pointwise", 2, "ge"),
+    "less": OpSpec("pointwise", 2, "lt"),
+    "lessequal": OpSpec("pointwise", 2, "le"),
+    "equal": OpSpec("pointwise", 2, "eq"),
+    "notequal": OpSpec("pointwise", 2, "ne"),
+    "where3": OpSpec("pointwise", 3, "where"),
     "neg": OpSpec("pointwise", 1, "neg"),
     "abs": OpSpec("pointwise", 1, "abs"),
     "exp": OpSpec("pointwise", 1, "exp"),
@@ -35,13 +46,19 @@ OPS: dict[str, OpSpec] = {
     "gelufwd": OpSpec("pointwise", 1, "gelu"),
     "relufwd": OpSpec("pointwise", 1, "relu"),
     "identity": OpSpec("pointwise", 1, "copy"),
-    "sum": OpSpec("reduction", 1, None),
-    "mean": OpSpec("reduction", 1, None),
-    "max": OpSpec("reduction", 1, None),
-    "min": OpSpec("reduction", 1, None),
-    "batchmatmul": OpSpec("matmul", 2, None),
-    "layernormscale": OpSpec("normalization", 1, None),
-    "layernormnorm": OpSpec("normalization", 3, None),
-    "where3": OpSpec("select", 3, None),
-    "ReStickifyOpHBM": OpSpec("restickify", 1, None),
+    # (x - mean) * rstd * weight + bias, every operand broadcast to x's shape
+    "layernormnorm": OpSpec("pointwise", 5, (("sub", (0, 1)), ("mul", ("t", 2)), ("mul", ("t", 3)),
+                                             ("add", ("t", 4)))),
+    "sum": OpSpec("reduction", 1),
+    "mean": OpSpec("reduction", 1),
+    "max": OpSpec("reduction", 1),
+    "min": OpSpec("reduction", 1),
+    "batchmatmul": OpSpec("matmul", 2),
+    "layernormscale": OpSpec("rowwise", 1),
+    "softmax": OpSpec("rowwise", 1),
+    "layernorm": OpSpec("rowwise", 3),
+    "rmsnorm": OpSpec("rowwise", 2),
+    "ReStickifyOpHBM": OpSpec("restickify", 1),
 }
+# The ops that take attributes, with their defaults (any other op takes none).
+ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5}}

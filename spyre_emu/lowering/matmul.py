@@ -18,12 +18,13 @@ from functools import partial
 
 import numpy as np
 
-from ..config import STICK_BYTES, Machine
+from ..config import STICK_BYTES
 from ..errors import ProgramError
-from ..kernel_program import KernelProgram, Tensor, TensorLayout, default_layout
+from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .placement import Runs, as_runs, check_division, slice_index, stick_of
 from .streams import CoreStreams, Emit
+from .target import Target
 
 
 def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
@@ -121,10 +122,9 @@ def _column_block(core: CoreStreams, ops: Operands, k: int, m_block: tuple[int, 
     stores[-1]["signal"] = [f"{tag}stored"]
 
 
-def plan_matmul(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
-                   lx_sticks: int) -> dict[int, Emit]:
+def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
     """Check a matmul kernel and return each core's share of it."""
-    src, where = program.source, kernel.path
+    src, where, machine, lx_sticks = target.program.source, kernel.path, target.machine, target.budget
     a, b, c = (t.layout for t in tensors)
     batched = len(a.shape) == 3
     if not all(len(t.shape) == len(a.shape) in (2, 3) and t.dtype in ("fp16", "bf16")

@@ -1,26 +1,42 @@
-"""Pointwise kernels: every core streams its sticks through its SFUs, chunk by chunk.
+"""Pointwise kernels: every core streams its output sticks through its SFUs, chunk by chunk.
 
-Per core: chunks of at most ``chunk`` sticks; each chunk's input sticks are loaded into one of
-two LX buffer sets (double buffering: chunk q + 2 reuses chunk q's set once q's store is done),
-the two corelets' SFUs each take half the chunk, and the store writes the results back.
-A second input of size 1 in some non-stick dims is broadcast: the chunk loads only the distinct
-sticks it needs, and each run of output sticks sharing one of them is one SFU op with
-``b_broadcast``.
+An op is a list of SFU steps over the kernel's inputs (most ops are one step). Inputs broadcast
+numpy-style over their size-1 dims: each output stick reads, from each input, the stick holding
+its host index with those dims at 0; an input broadcast along the stick dim is splatted (lane 0
+to every lane) first. DRAM inputs are loaded per chunk (only the distinct sticks it needs), LX
+inputs are read in place and an LX output is written in place. Two buffer sets alternate
+(double buffering: chunk q + 2 reuses chunk q's set) and the two corelets' SFUs each take half.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from ..config import STICK_BYTES, Machine
+from ..config import STICK_BYTES
 from ..errors import ProgramError
-from ..kernel_program import KernelProgram, Tensor, TensorLayout, default_layout, dim_map
+from ..kernel_program import Tensor, dim_map
+from ..kernel_program.layout import NO_HOST_DIM
 from ..kernel_program.model import Kernel
-from ..kernel_program.ops import OPS
+from ..kernel_program.ops import OPS, Step
+from .lx import Resident
 from .placement import Runs, as_runs, check_division, core_runs, stick_hosts, stick_of
+from .sfu import sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit
+from .target import Target
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One input as one core reads it: its stick for each of the core's output sticks."""
+
+    name: str
+    ids: np.ndarray
+    splat: bool                  # broadcast along the stick dim
+    resident: Resident | None    # kept in LX, else in DRAM
+    full: bool                   # the output's own sticks (loads follow the output's runs)
 
 
 def chunks(runs: Runs, size: int) -> list[Runs]:
@@ -39,89 +55,101 @@ def chunks(runs: Runs, size: int) -> list[Runs]:
     return out
 
 
-def lower_pointwise(core: CoreStreams, *, sfu_op: str, inputs: list[str], output: str, runs: Runs,
-                    lx_sticks: int, b_sticks: np.ndarray | None = None) -> None:
-    """Append one core's share of a pointwise kernel to its unit streams.
+def halves(n: int) -> dict[str, tuple[int, int]]:
+    """The two corelets' SFUs each take half of a chunk's ``n`` sticks (the first the larger)."""
+    mid = -(-n // 2)
+    return {unit: span for unit, span in (("sfu0", (0, mid)), ("sfu1", (mid, n))) if span[1] > span[0]}
 
-    ``b_sticks``, for a broadcast second input, holds that input's stick for each output stick
-    of ``runs`` in order.
-    """
-    chunk = lx_sticks // (2 * (len(inputs) + 1))
-    sets = [[(2 * i + b) * chunk * STICK_BYTES for i in range(len(inputs) + 1)] for b in range(2)]
-    pieces = chunks(runs, chunk)
-    done = 0
-    for q, piece in enumerate(pieces):
-        b = q % 2
-        *in_lx, out_lx = sets[b]
+
+def lower_pointwise(core: CoreStreams, *, steps: tuple[Step, ...], inputs: list[Operand], output: str,
+                    runs: Runs, out_home: Resident | None, budget: int, dtype: str, where: tuple[str, str]) -> None:
+    """Append one core's share of a pointwise kernel to its unit streams."""
+    chunk = budget // (2 * (len(inputs) + 1))
+    out_ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+    pos = 0
+    for q, piece in enumerate(chunks(runs, chunk)):
         n = sum(count for _, count in piece)
-        bcast = None if b_sticks is None else b_sticks[done:done + n]
-        halves = [(0, -(-n // 2)), (-(-n // 2), n)]
-        users = [k for k, (lo, hi) in enumerate(halves) if hi > lo]
-        loads = core.dma("load", inputs[0], piece, in_lx[0])
-        if len(inputs) == 2:
-            wanted = piece if bcast is None else as_runs(_distinct(bcast))
-            loads += core.dma("load", inputs[1], wanted, in_lx[1])
-        sfu_ops = {k: _sfu_ops(sfu_op, in_lx, out_lx, *halves[k], bcast) for k in users}
-        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", output, piece, out_lx))
-        done += n
+        bufs = [(2 * i + q % 2) * chunk * STICK_BYTES for i in range(len(inputs) + 1)]
+        loads: list[dict] = []
+        addrs, splats = [], []
+        for op, buf in zip(inputs, bufs, strict=False):
+            addr, splat = _operand(core, op, op.ids[pos:pos + n], buf, piece, loads, where)
+            addrs.append(addr)
+            splats += [splat] if splat else []
+        out = out_home.addr(core.core, out_ids[pos:pos + n], *where) if out_home else stick_addrs(bufs[-1], n)
+        work = {unit: _half_ops(steps, addrs, splats, out, lo, hi, dtype) for unit, (lo, hi) in halves(n).items()}
+        stores = [] if out_home else core.dma("store", output, piece, bufs[-1])
+        core.wire_chunk(q, loads, work, stores)
+        pos += n
 
 
-def _distinct(ids: np.ndarray) -> np.ndarray:
-    """The stick ids in order of first appearance."""
-    _, first = np.unique(ids, return_index=True)
-    return ids[np.sort(first)]
+def _operand(core: CoreStreams, op: Operand, ids: np.ndarray, buf: int, piece: Runs, loads: list[dict],
+             where: tuple[str, str]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """The operand's address for each chunk position, loading what it needs into ``buf``; and for a
+    splatted operand (slot of each position, source and destination of each slot)."""
+    if op.full and op.resident is None:
+        loads += core.dma("load", op.name, piece, buf)
+        return stick_addrs(buf, len(ids)), None
+    distinct, slot = np.unique(ids, return_inverse=True)  # ascending: runs load in device order
+    if op.resident is None:
+        loads += core.dma("load", op.name, as_runs(distinct), buf)
+        src = stick_addrs(buf, len(distinct))
+    else:
+        src = op.resident.addr(core.core, distinct, *where)
+    if not op.splat:
+        return src[slot], None
+    dst = stick_addrs(buf, len(distinct))
+    return dst[slot], (slot, src, dst)
 
 
-def _sfu_ops(sfu_op: str, in_lx: list[int], out_lx: int, lo: int, hi: int, bcast: np.ndarray | None) -> list[dict]:
-    """SFU ops over chunk sticks [lo, hi): one op, or one per run sharing a broadcast stick."""
-    def op(start: int, end: int, b: int | None, broadcast: bool) -> dict:
-        item = {"op": sfu_op, "a": in_lx[0] + start * STICK_BYTES, "out": out_lx + start * STICK_BYTES,
-                "sticks": end - start}
-        if b is not None:
-            item["b"] = b
-        if broadcast:
-            item["b_broadcast"] = True
-        return item
-    if len(in_lx) == 1:
-        return [op(lo, hi, None, False)]
-    if bcast is None:
-        return [op(lo, hi, in_lx[1] + lo * STICK_BYTES, False)]
-    slot = {int(s): i for i, s in enumerate(_distinct(bcast))}
-    edges = [lo, *(i for i in range(lo + 1, hi) if bcast[i] != bcast[i - 1]), hi]
-    return [op(a, z, in_lx[1] + slot[int(bcast[a])] * STICK_BYTES, True)
-            for a, z in zip(edges, edges[1:], strict=False)]
+def _half_ops(steps: tuple[Step, ...], addrs: list[np.ndarray], splats: list, out: np.ndarray, lo: int, hi: int,
+              dtype: str) -> list[dict]:
+    """One corelet's SFU ops for chunk positions [lo, hi): splats of what it reads, then the steps."""
+    ops = []
+    for slot, src, dst in splats:
+        used = np.unique(slot[lo:hi])
+        ops += sfu_ops("splat", [src[used]], dst[used], dtype)
+    for sfu_op, args in steps:
+        operands = [(out if a == "t" else addrs[a])[lo:hi] for a in args]
+        ops += sfu_ops(sfu_op, operands, out[lo:hi], dtype)
+    return ops
 
 
-def plan_pointwise(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
-                   lx_sticks: int) -> dict[int, Emit]:
+def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
     """Check a pointwise kernel and return each core's share of it."""
-    src, out = program.source, tensors[-1].layout
-    broadcast = len(tensors) == 3 and tensors[1].layout != out
-    if tensors[0].layout != out or (broadcast and not _broadcastable(tensors[1].layout, out)):
-        raise ProgramError("pointwise operands must share shape, dtype and layout; only the second input may "
-                           "broadcast, over non-stick dims of size 1 in the default layout", src,
-                           kernel.path + ".inputs")
+    src, out = target.program.source, tensors[-1].layout
     if list(kernel.dims.values()) != list(out.shape):
         raise ProgramError(f"dims {list(kernel.dims.values())} must equal the output shape {list(out.shape)}",
                            src, kernel.path + ".dims")
+    for j, t in enumerate(tensors[:-1]):
+        _check_broadcast(t, tensors[-1], src, f"{kernel.path}.inputs[{j}]")
     slices = list(kernel.slices.values())
     check_division(out, slices, src, kernel.path + ".work_division")
-    host, _ = stick_hosts(out)
+    spec, host = OPS[kernel.op], stick_hosts(out)[0]
+    steps = ((spec.sfu, tuple(range(spec.arity))),) if isinstance(spec.sfu, str) else spec.sfu
+    stick_dim = dim_map(out)[-1]
     shares = {}
     for core, runs in core_runs(out, slices).items():
-        b_sticks = None
-        if broadcast:
-            ids = np.concatenate([np.arange(first, first + n) for first, n in runs])
-            mine = host[:, ids] * (np.array(tensors[1].layout.shape) > 1)[:, None]  # size-1 dims at 0
-            b_sticks = stick_of(tensors[1].layout, mine)
-        shares[core] = partial(lower_pointwise, sfu_op=OPS[kernel.op].sfu_op, inputs=list(kernel.inputs),
-                               output=kernel.outputs[0], runs=runs, lx_sticks=lx_sticks, b_sticks=b_sticks)
+        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        inputs = []
+        for t in tensors[:-1]:
+            size = np.array(t.layout.shape)
+            mine = stick_of(t.layout, host[:, ids] * (size > 1)[:, None])  # size-1 dims read index 0
+            splat = stick_dim != NO_HOST_DIM and size[stick_dim] < out.shape[stick_dim]
+            inputs.append(Operand(t.name, mine, bool(splat),
+                                  target.residents.get(t.name), t.layout == out))
+        shares[core] = partial(lower_pointwise, steps=steps, inputs=inputs, output=tensors[-1].name, runs=runs,
+                               out_home=target.residents.get(tensors[-1].name), budget=target.budget,
+                               dtype=out.dtype, where=(src, kernel.path))
     return shares
 
 
-def _broadcastable(b: TensorLayout, out: TensorLayout) -> bool:
-    stick_dim = dim_map(out)[-1]
-    return (b.dtype == out.dtype and len(b.shape) == len(out.shape)
-            and b == default_layout(b.shape, b.dtype) and out == default_layout(out.shape, out.dtype)
-            and b.shape[stick_dim] == out.shape[stick_dim]
-            and all(n in (1, m) for n, m in zip(b.shape, out.shape, strict=True)))
+def _check_broadcast(t: Tensor, out: Tensor, src: str, where: str) -> None:
+    a, o = t.layout, out.layout
+    ok = (a.dtype == o.dtype and len(a.shape) == len(o.shape)
+          and all(n in (1, m) for n, m in zip(a.shape, o.shape, strict=True))
+          and dim_map(a)[-1] in (dim_map(o)[-1], NO_HOST_DIM))  # one element per stick: splatted
+    if not ok:
+        raise ProgramError(f"input {t.name!r} ({list(a.shape)} {a.dtype}) does not broadcast to the output "
+                           f"({list(o.shape)} {o.dtype}): same rank and dtype, each dim equal or 1, and the same "
+                           "stick dim (else restickify it first)", src, where)

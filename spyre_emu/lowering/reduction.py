@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from ..config import STICK_BYTES, Machine
+from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor, default_layout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import Runs, as_runs, check_division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks
 from .streams import CoreStreams, Emit
+from .target import Target
 
 COMBINE = {"sum": ("add", "lanes_sum"), "mean": ("add", "lanes_sum"), "max": ("max", "lanes_max"),
            "min": ("max", "lanes_max")}
@@ -46,9 +47,9 @@ def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.
         loads = [item for s in range(k) for item in
                  core.dma("load", x, as_runs(x_sticks[s, done_rows:done_rows + n]), x_lx + s * chunk * STICK_BYTES)]
         halves = [(0, -(-n // 2)), (-(-n // 2), n)]
-        sfu_ops = {i: _row_ops(op, step, lanes, k, chunk, x_lx, acc, out, lo, hi - lo, scale is not None)
+        sfu_ops = {f"sfu{i}": _row_ops(op, step, lanes, k, chunk, x_lx, acc, out, lo, hi - lo, scale is not None)
                    for i, (lo, hi) in enumerate(halves) if hi > lo}
-        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", y, piece, out))
+        core.wire_chunk(q, loads, sfu_ops, core.dma("store", y, piece, out))
         done_rows += n
 
 
@@ -95,11 +96,11 @@ def lower_reduction_across(core: CoreStreams, *, op: str, x: str, y: str, x_stic
         loads = [item for j in range(n) for item in core.dma("load", x, as_runs(x_sticks[:, done + j]),
                                                              base[b] + j * positions * STICK_BYTES)]
         users = [0, 1] if n > 1 else [0]
-        sfu_ops = {i: [item for j in range(i, n, len(users))
+        sfu_ops = {f"sfu{i}": [item for j in range(i, n, len(users))
                        for item in _across_ops(op, reduce, base[b] + j * positions * STICK_BYTES,
                                                out + j * STICK_BYTES, positions, scale is not None)]
                    for i in users}
-        core.wire_chunk(b, q, len(pieces), loads, sfu_ops, core.dma("store", y, piece, out))
+        core.wire_chunk(q, loads, sfu_ops, core.dma("store", y, piece, out))
         done += n
 
 
@@ -114,10 +115,9 @@ def _across_ops(op: str, reduce: str, src: int, dst: int, positions: int, scaled
     return ops
 
 
-def plan_reduction(program: KernelProgram, kernel: Kernel, tensors: list[Tensor], machine: Machine,
-                   lx_sticks: int) -> dict[int, Emit]:
+def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
     """Check a reduction kernel (one reduced dim, keepdim) and return each core's share of it."""
-    src, where = program.source, kernel.path
+    src, where, lx_sticks = target.program.source, kernel.path, target.budget
     x, y = (t.layout for t in tensors)
     reduced = [d for d, (n, m) in enumerate(zip(x.shape, y.shape, strict=False)) if n != m]
     if x != default_layout(x.shape, x.dtype) or y != default_layout(y.shape, y.dtype) or x.dtype != y.dtype \

@@ -15,29 +15,41 @@ Item = dict[str, Any]
 @dataclass
 class CoreStreams:
     core: int
-    tag: str  # prefix of this core's tokens in the current kernel (token names are card-wide)
+    tag: str = ""  # prefix of this core's tokens in the current kernel (token names are card-wide)
     units: dict[str, list[Item]] = field(default_factory=dict)
+    readers: dict[int, list[Item]] = field(default_factory=dict)  # chunk -> last users of its buffer set
+
+    def start_kernel(self, tag: str) -> None:
+        self.tag, self.readers = tag, {}
 
     def add(self, unit: str, item: Item) -> Item:
         self.units.setdefault(unit, []).append(item)
         return item
 
-    def wire_chunk(self, b: int, q: int, chunks: int, loads: list[Item], sfu_ops: dict[int, list[Item]],
-                   stores: list[Item]) -> None:
-        """Tokens of one double-buffered chunk in buffer set ``b``: its loads feed each corelet's
-        SFU ops, which feed its stores; chunk q + 2 loads into the same set once q is stored."""
-        tag, users = self.tag, sorted(sfu_ops)
-        if q >= 2:
-            loads[0].setdefault("wait", []).append(f"{tag}free{b}")
-        loads[-1]["signal"] = [f"{tag}in{b}_sfu{k}" for k in users]
-        for k in users:
-            ops = sfu_ops[k]
-            ops[0]["wait"], ops[-1]["signal"] = [f"{tag}in{b}_sfu{k}"], [f"{tag}out{b}_sfu{k}"]
+    def wire_chunk(self, q: int, loads: list[Item], work: dict[str, list[Item]], stores: list[Item]) -> None:
+        """Append chunk ``q``'s work and chain its tokens: its loads feed each unit's work, which
+        feeds its stores. Chunk q uses buffer set q % 2, so its first writers (the loads, or the
+        work when every input is in LX) wait until chunk q - 2's last readers (the stores, or the
+        work when the output is in LX) are done."""
+        tag, users = f"{self.tag}q{q}.", sorted(work)
+        if loads:
+            loads[-1].setdefault("signal", []).extend(f"{tag}in>{u}" for u in users)
+        for u in users:
+            ops = work[u]
+            if loads:
+                ops[0].setdefault("wait", []).append(f"{tag}in>{u}")
+            if stores:
+                ops[-1].setdefault("signal", []).append(f"{tag}out<{u}")
             for op in ops:
-                self.add(f"sfu{k}", op)
-        stores[0]["wait"] = [f"{tag}out{b}_sfu{k}" for k in users]
-        if q + 2 < chunks:
-            stores[-1]["signal"] = [f"{tag}free{b}"]
+                self.add(u, op)
+        if stores:
+            stores[0].setdefault("wait", []).extend(f"{tag}out<{u}" for u in users)
+        writers = loads[:1] or [work[u][0] for u in users]
+        for i, reader in enumerate(self.readers.pop(q - 2, [])):
+            for j, writer in enumerate(writers):
+                reader.setdefault("signal", []).append(f"{tag}free{i}>{j}")
+                writer.setdefault("wait", []).append(f"{tag}free{i}>{j}")
+        self.readers[q] = stores[-1:] or [work[u][-1] for u in users]
 
     def dma(self, unit: str, tensor: str, piece: Runs, lx: int) -> list[Item]:
         """Move a chunk's runs of device sticks between DRAM buffer ``tensor`` and LX at ``lx``."""

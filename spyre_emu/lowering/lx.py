@@ -1,0 +1,85 @@
+"""Tensors kept in LX: where each one lives on each core, and the LX left for chunk buffers.
+
+A tensor with ``space: "lx"`` never touches DRAM. Every core holds the sticks its slice of the
+writing kernel owns, in that kernel's order, from one base offset (the same on every core)
+allocated from the top of the usable LX down, for the tensor's lifetime (its first to its last
+kernel). A kernel's chunk buffers use LX from 0 up to the lowest base live during the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import STICK_BYTES
+from ..errors import ProgramError
+from ..kernel_program import KernelProgram
+from .placement import core_runs
+
+MIN_CHUNK_STICKS = 64  # what a kernel needs below the resident tensors for its own buffers
+
+
+@dataclass(frozen=True)
+class Resident:
+    """An LX tensor: its base offset and, per core, the device stick ids it holds there, ascending
+    (a core's local order)."""
+
+    name: str
+    base: int
+    sticks: dict[int, np.ndarray]
+
+    def addr(self, core: int, ids: np.ndarray, source: str, path: str) -> np.ndarray:
+        """LX byte offsets of device sticks ``ids`` on ``core``; an error if the core lacks one."""
+        mine = self.sticks.get(core, np.empty(0, np.int64))  # ascending device order
+        pos = np.minimum(np.searchsorted(mine, ids), max(mine.size - 1, 0))
+        if not mine.size or (mine[pos] != ids).any():
+            raise ProgramError(f"LX tensor {self.name!r}: core {core} does not hold the sticks this kernel needs "
+                               "(kernels touching an LX tensor must give each core the same slice)", source, path)
+        return self.base + pos * STICK_BYTES
+
+
+@dataclass(frozen=True)
+class LxPlan:
+    residents: dict[str, Resident]
+    budgets: list[int]  # per kernel: LX sticks from 0 free for its chunk buffers
+
+
+def plan_lx(program: KernelProgram, usable_sticks: int) -> LxPlan:
+    """Place every LX tensor at the top of LX for its lifetime; the rest is each kernel's budget."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, kernel in enumerate(program.kernels):
+        for name in (*kernel.inputs, *kernel.outputs):
+            if program.tensors[name].space == "lx":
+                first.setdefault(name, i)
+                last[name] = i
+    residents: dict[str, Resident] = {}
+    live: list[tuple[int, str]] = []  # (base in sticks, name)
+    budgets = []
+    for i, kernel in enumerate(program.kernels):
+        live = [(base, name) for base, name in live if last[name] >= i]
+        for name in kernel.outputs:
+            if first.get(name) == i:
+                sticks = _owned(program, i, name)
+                size = max((len(ids) for ids in sticks.values()), default=0)
+                base = min((b for b, _ in live), default=usable_sticks) - size
+                if base < MIN_CHUNK_STICKS:
+                    raise ProgramError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core but "
+                                       f"only {max(base + size - MIN_CHUNK_STICKS, 0) * STICK_BYTES} B of LX are free",
+                                       program.source, kernel.path + ".outputs")
+                live.append((base, name))
+                residents[name] = Resident(name, base * STICK_BYTES, sticks)
+        budgets.append(min((b for b, _ in live), default=usable_sticks))
+    return LxPlan(residents, budgets)
+
+
+def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarray]:
+    """The sticks of output ``name`` each core of kernel ``index`` writes, in its order."""
+    kernel, layout = program.kernels[index], program.tensors[name].layout
+    slices = list(kernel.slices.values())
+    if len(slices) != len(layout.shape) or any(n > 1 and m == 1 for n, m in zip(slices, layout.shape, strict=True)):
+        raise ProgramError(f"an LX output must be divided over its own dims; kernel {kernel.name!r} has dims "
+                           f"{list(kernel.dims)} for {name!r} of shape {list(layout.shape)}", program.source,
+                           kernel.path + ".outputs")
+    return {c: np.concatenate([np.arange(s, s + n) for s, n in runs]) for c, runs in core_runs(layout, slices).items()}

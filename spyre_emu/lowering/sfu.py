@@ -1,0 +1,53 @@
+"""SFU ops over address sequences: one op per stretch where every operand is contiguous or one stick.
+
+A family computes, for each output stick of a chunk, the LX address of every operand (a loaded
+chunk buffer, a broadcast stick, an LX-resident tensor); this module turns those sequences into
+the fewest SFU instructions, marking an operand that stays on one stick as ``*_broadcast``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import STICK_BYTES
+from ..unit_program.opcodes import SFU_OPERANDS
+from .streams import Item
+
+
+def segments(operands: list[np.ndarray], out: np.ndarray) -> list[tuple[int, int]]:
+    """Cut positions [0, n) where the output stops being contiguous or an operand changes its step
+    (each operand must step by one stick or stay on one)."""
+    n, cuts, s = len(out), [], 0
+    while s < n:
+        e = s + 1
+        if n - s > 1:
+            bad = np.diff(out[s:]) != STICK_BYTES
+            for addr in operands:
+                steps = np.diff(addr[s:])
+                bad |= steps != (steps[0] if steps[0] in (0, STICK_BYTES) else -1)
+            wrong = np.flatnonzero(bad)
+            e = s + 1 + int(wrong[0]) if wrong.size else n
+        cuts.append((s, e))
+        s = e
+    return cuts
+
+
+def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str) -> list[Item]:
+    """``op`` over positions [0, len(out)): operand ``i`` of position ``p`` at ``operands[i][p]``."""
+    items = []
+    for s, e in segments(operands, out):
+        item: Item = {"op": op}
+        for field, addr in zip(SFU_OPERANDS, operands, strict=False):
+            item[field] = int(addr[s])
+            if e - s > 1 and addr[e - 1] == addr[s]:
+                item[f"{field}_broadcast"] = True
+        item |= {"out": int(out[s]), "sticks": e - s}
+        if dtype != "fp16":
+            item["dtype"] = dtype
+        items.append(item)
+    return items
+
+
+def stick_addrs(base: int, n: int) -> np.ndarray:
+    """Addresses of ``n`` consecutive sticks from ``base``."""
+    return base + np.arange(n, dtype=np.int64) * STICK_BYTES

@@ -1,0 +1,119 @@
+"""Broadcasting inputs (any input, any size-1 dim, the stick dim by splat) and tensors kept in LX."""
+
+import json
+
+import numpy as np
+import pytest
+
+from spyre_emu.errors import ProgramError
+from spyre_emu.pipeline import load, run
+
+
+def _write(tmp_path, tensors, kernels, arrays):
+    for name, array in arrays.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        tensors[name]["data"] = f"{name}.npy"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": kernels}))
+    return path
+
+
+def _t(shape, role, space="dram"):
+    return {"shape": list(shape), "dtype": "fp16", "role": role, "space": space}
+
+
+def _randn(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((1, 129), (63, 129)), ((63, 1), (63, 129)),
+                                                  ((63, 129), (1, 1)), ((3, 1, 9), (3, 7, 9)),
+                                                  ((1, 7, 1), (3, 7, 9))])
+def test_either_input_broadcasts_over_size_one_dims(tmp_path, spyre, a_shape, b_shape):
+    out = np.broadcast_shapes(a_shape, b_shape)
+    a, b = _randn(a_shape, 1), _randn(b_shape, 2)
+    dims = {f"d{i}": n for i, n in enumerate(out)}
+    division = {"d0": 3} if out[0] % 3 == 0 else {}
+    path = _write(tmp_path, {"a": _t(a_shape, "input"), "b": _t(b_shape, "input"), "y": _t(out, "output")},
+                  [{"op": "sub", "inputs": ["a", "b"], "outputs": ["y"], "dims": dims, "work_division": division}],
+                  {"a": a, "b": b})
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"]
+    np.testing.assert_allclose(got.astype(np.float32), (a.astype(np.float32) - b).astype(np.float16), atol=2e-3)
+
+
+def test_layernormnorm_with_broadcast_statistics_and_affine(tmp_path, spyre):
+    m, n = 40, 200
+    x, mean, rstd = _randn((m, n), 1), _randn((m, 1), 2), np.abs(_randn((m, 1), 3)) + np.float16(0.5)
+    w, b = _randn((1, n), 4), _randn((1, n), 5)
+    tensors = {"x": _t((m, n), "input"), "mean": _t((m, 1), "input"), "rstd": _t((m, 1), "input"),
+               "w": _t((1, n), "input"), "b": _t((1, n), "input"), "y": _t((m, n), "output")}
+    kernels = [{"op": "layernormnorm", "inputs": ["x", "mean", "rstd", "w", "b"], "outputs": ["y"],
+                "dims": {"mb": m, "out": n}, "work_division": {"mb": 4, "out": 2}}]
+    path = _write(tmp_path, tensors, kernels, {"x": x, "mean": mean, "rstd": rstd, "w": w, "b": b})
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    f = [v.astype(np.float32) for v in (x, mean, rstd, w, b)]
+    np.testing.assert_allclose(got, (f[0] - f[1]) * f[2] * f[3] + f[4], rtol=5e-3, atol=5e-3)
+
+
+def _chain(tmp_path, space, division2=None):
+    """y = exp(x + 1) - x with the two intermediates in ``space``."""
+    shape = (64, 256)
+    x, one = _randn(shape, 7), np.ones((1, 1), np.float16)
+    tensors = {"x": _t(shape, "input"), "one": _t((1, 1), "constant"), "s": _t(shape, "intermediate", space),
+               "e": _t(shape, "intermediate", space), "y": _t(shape, "output")}
+    dims = {"mb": 64, "out": 256}
+    kernels = [{"name": "add", "op": "add", "inputs": ["x", "one"], "outputs": ["s"], "dims": dims,
+                "work_division": {"mb": 8, "out": 2}},
+               {"name": "exp", "op": "exp", "inputs": ["s"], "outputs": ["e"], "dims": dims,
+                "work_division": division2 or {"mb": 8, "out": 2}},
+               {"name": "sub", "op": "sub", "inputs": ["e", "x"], "outputs": ["y"], "dims": dims,
+                "work_division": {"mb": 8, "out": 2}}]
+    return _write(tmp_path, tensors, kernels, {"x": x, "one": one}), x
+
+
+@pytest.mark.parametrize("space", ["dram", "lx"])
+def test_chain_through_dram_or_lx_gives_the_same_values(tmp_path, spyre, space):
+    path, x = _chain(tmp_path, space)
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    f = x.astype(np.float32)
+    np.testing.assert_allclose(got, np.exp(f + 1).astype(np.float16).astype(np.float32) - f, rtol=5e-3, atol=5e-3)
+
+
+def test_lx_intermediates_skip_dram_and_finish_sooner(tmp_path, spyre):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "l").mkdir()
+    dram, _ = _chain(tmp_path / "d", "dram")
+    lx, _ = _chain(tmp_path / "l", "lx")
+    via_dram, via_lx = (load(p, spyre).units for p in (dram, lx))
+    assert {"s", "e"} <= set(via_dram.buffers)
+    assert not {"s", "e"} & set(via_lx.buffers)
+    loads = [sum(1 for i in u.instructions() if i.op == "load") for u in (via_dram, via_lx)]
+    assert loads[1] < loads[0]
+    assert run(via_lx, spyre).report.total_cycles < run(via_dram, spyre).report.total_cycles
+
+
+def test_lx_tensor_read_with_another_division_is_an_error(tmp_path, spyre):
+    path, _ = _chain(tmp_path, "lx", division2={"mb": 16})
+    with pytest.raises(ProgramError, match=r"kernels\[1\].*LX tensor 's': core 0 does not hold the sticks"):
+        load(path, spyre)
+
+
+def test_lx_overflow_names_the_tensor(tmp_path, spyre):
+    shape = (2048, 1024)  # 4 MB of fp16 on one core: far beyond 2 MB of LX
+    tensors = {"x": _t(shape, "input"), "s": _t(shape, "intermediate", "lx"), "y": _t(shape, "output")}
+    dims = {"mb": 2048, "out": 1024}
+    kernels = [{"op": "exp", "inputs": ["x"], "outputs": ["s"], "dims": dims, "work_division": {}},
+               {"op": "neg", "inputs": ["s"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    path = _write(tmp_path, tensors, kernels, {})
+    with pytest.raises(ProgramError, match=r"kernels\[0\].outputs: LX overflow: tensor 's' needs 4194304 B"):
+        load(path, spyre)
+
+
+def test_tensor_used_before_it_is_written(tmp_path, spyre):
+    tensors = {"x": _t((8, 64), "input"), "s": _t((8, 64), "intermediate"), "y": _t((8, 64), "output")}
+    dims = {"mb": 8, "out": 64}
+    kernels = [{"op": "add", "inputs": ["x", "s"], "outputs": ["y"], "dims": dims, "work_division": {}},
+               {"op": "exp", "inputs": ["x"], "outputs": ["s"], "dims": dims, "work_division": {}}]
+    with pytest.raises(ProgramError, match=r"kernels\[0\].inputs\[1\]: tensor 's' is used before it is written"):
+        load(_write(tmp_path, tensors, kernels, {}), spyre)

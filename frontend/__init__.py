@@ -1,4 +1,11 @@
 """The torch side of spyre-emu (``spyre_emu.frontend``): the only code that imports torch.
 
-The torch.compile backend is built in its own issue; the simulator never imports this package.
+``torch.compile(model, backend="spyre_emu")`` compiles a model to kernel programs, simulates
+them and returns their results; ``last_report()`` and ``capture()`` give what each call cost;
+``export_program`` writes the kernel program of a model for ``spyre-emu run``.
 """
+
+from .backend import spyre_emu_backend
+from .report import FrontendReport, capture, last_report
+
+__all__ = ["FrontendReport", "capture", "last_report", "spyre_emu_backend"]

@@ -57,7 +57,7 @@ def buffer_inputs(program: UnitProgram, overrides: dict[str, Path]) -> dict[str,
             if buf.fill == "random":
                 out[buf.name] = from_f32(_seeded_randn(buf.name, count), buf.dtype)
             elif not isinstance(buf.fill, str):
-                out[buf.name] = from_f32(np.full(count, buf.fill, np.float32), buf.dtype)
+                out[buf.name] = from_f32(np.resize(np.asarray(buf.fill, np.float32), count), buf.dtype)
             continue
         array = read_npy(path, program.source, where)
         if array.dtype != np.dtype(numpy_dtype(buf.dtype)):
@@ -82,9 +82,9 @@ def buffer_outputs(card: Card, program: UnitProgram) -> Outputs:
     return out
 
 
-def tensor_inputs(program: UnitProgram, tensors: dict[str, Tensor], overrides: dict[str, Path]
+def tensor_inputs(program: UnitProgram, tensors: dict[str, Tensor], overrides: dict[str, Path | np.ndarray]
                   ) -> dict[str, np.ndarray]:
-    """Device byte images of the input and constant tensors (file, --input, or seeded randn)."""
+    """Device byte images of the input and constant tensors (file, --input, in-memory array, or seeded randn)."""
     _check_names(overrides, tensors, program.source)
     out = {}
     for t in tensors.values():
@@ -93,9 +93,9 @@ def tensor_inputs(program: UnitProgram, tensors: dict[str, Tensor], overrides: d
         where, lay = f"tensors.{t.name}.data", t.layout
         path = overrides.get(t.name, t.data)
         if path is not None:
-            array = read_npy(path, program.source, where)
+            array = path if isinstance(path, np.ndarray) else read_npy(path, program.source, where)
             if tuple(array.shape) != lay.shape or array.dtype != np.dtype(numpy_dtype(lay.dtype)):
-                raise ProgramError(f"input {str(path)!r} is {array.dtype}{list(array.shape)}, tensor is "
+                raise ProgramError(f"input {_label(path)} is {array.dtype}{list(array.shape)}, tensor is "
                                    f"{lay.dtype}{list(lay.shape)}", program.source, where)
         elif t.init == "randn":
             array = from_f32(_seeded_randn(t.name, int(np.prod(lay.shape))), lay.dtype).view(
@@ -104,6 +104,10 @@ def tensor_inputs(program: UnitProgram, tensors: dict[str, Tensor], overrides: d
             continue
         out[t.name] = to_device(array, lay)
     return out
+
+
+def _label(source: Path | np.ndarray) -> str:
+    return "array" if isinstance(source, np.ndarray) else repr(str(source))
 
 
 def tensor_outputs(card: Card, program: UnitProgram, tensors: dict[str, Tensor]) -> Outputs:

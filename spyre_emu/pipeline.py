@@ -56,7 +56,9 @@ def load_program(path: str | Path, machine: Machine) -> UnitProgram:
 
 
 def run(program: UnitProgram | Program, machine: Machine, functional: bool = False,
-        inputs: dict[str, Path] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES) -> RunResult:
+        inputs: dict[str, Path | np.ndarray] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES) -> RunResult:
+    """Simulate; with ``functional``, also compute the outputs. A kernel program's ``inputs`` may be
+    .npy paths or host arrays (the torch front end passes arrays)."""
     if isinstance(program, UnitProgram):
         program = Program(program)
     units = program.units

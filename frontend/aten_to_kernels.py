@@ -1,0 +1,281 @@
+"""Pass 1: the Core ATen graph -> kernels (SuperDSC ops) and host steps.
+
+Each ATen op maps to one or a few kernels over torch shapes; layouts come later (pass 3).
+Python scalars become constant values. The view family becomes ``view`` steps, which the
+layout pass either folds away (the same device tensor) or keeps as host data movement. An op
+with no mapping, or with an argument the card cannot take (a dtype, a rounding mode), becomes
+a ``fallback`` step: torch runs it on the CPU and the report names it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .graph import DEVICE_DTYPES, Graph, Node, Value
+from .kernel_ops import COMPARISONS
+
+aten = torch.ops.aten
+
+
+class UnsupportedError(Exception):
+    """The card has no kernel for this op with these arguments; the message says why."""
+
+
+class Builder:
+    """Builds the graph: one ATen node at a time, kernels and host steps in program order."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.fx: torch.fx.Node | None = None
+        self._count = 0
+
+    def value(self, shape: Any, dtype: torch.dtype, const: torch.Tensor | None = None) -> Value:
+        self._count += 1
+        return Value(f"t{self._count}", tuple(int(n) for n in shape), dtype, const=const)
+
+    def kernel(self, op: str, inputs: list[Value], shape: Any, dtype: torch.dtype | None = None, **attrs: Any) -> Value:
+        out = self.value(shape, dtype or inputs[0].dtype)
+        self.nodes.append(Node(op, inputs, [out], self.fx, attrs))
+        return out
+
+    def const(self, scalar: float, like: Value) -> Value:
+        """A Python scalar operand as a constant tensor of ``like``'s rank, every dim 1 (broadcast)."""
+        data = torch.full((1,) * max(len(like.shape), 1), float(scalar), dtype=like.dtype)
+        return self.value(data.shape, like.dtype, const=data)
+
+    def arg(self, a: Any) -> Any:
+        return torch.fx.node.map_arg(a, lambda n: self.env[n])
+
+
+def _device(*values: Value) -> None:
+    for v in values:
+        if v.dtype not in DEVICE_DTYPES:
+            raise UnsupportedError(f"dtype {v.dtype} is not simulated (fp16 and bf16 are)")
+
+
+def _out_shape(b: Builder) -> tuple[int, ...]:
+    return tuple(b.fx.meta["val"].shape)
+
+
+def _operand(b: Builder, x: Any, like: Value) -> Value:
+    return x if isinstance(x, Value) else b.const(x, like)
+
+
+UNARY = {aten.neg: "neg", aten.abs: "abs", aten.exp: "exp", aten.log: "log", aten.sqrt: "sqrt",
+         aten.rsqrt: "rsqrt", aten.reciprocal: "reciprocal", aten.tanh: "tanh", aten.sigmoid: "sigmoid",
+         aten.relu: "relufwd", aten.silu: "silu", aten.gelu: "gelufwd"}
+BINARY = {aten.add: "add", aten.sub: "sub", aten.mul: "mul", aten.div: "realdiv", aten.maximum: "maximum",
+          aten.minimum: "minimum", aten.gt: "greater", aten.ge: "greaterequal", aten.lt: "less",
+          aten.le: "lessequal", aten.eq: "equal", aten.ne: "notequal"}
+REDUCTIONS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "max", aten.amin: "min"}
+VIEWS = {aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.clone, aten.alias,
+         aten.expand, aten.permute, aten.slice, aten.select, aten.cat, aten.embedding, aten.index,
+         aten.repeat, aten.split_with_sizes, aten.unbind}
+
+
+def _unary(b: Builder, x: Value, **kwargs: Any) -> Value:
+    _device(x)
+    return b.kernel(UNARY[b.fx.target.overloadpacket], [x], x.shape)
+
+
+def _binary(b: Builder, x: Any, y: Any, alpha: float = 1, rounding_mode: str | None = None) -> Value:
+    op = BINARY[b.fx.target.overloadpacket]
+    if rounding_mode is not None:
+        raise UnsupportedError(f"division with rounding_mode={rounding_mode!r}")
+    like = x if isinstance(x, Value) else y
+    x, y = _operand(b, x, like), _operand(b, y, like)
+    _device(x, y)
+    if alpha != 1:
+        y = b.kernel("mul", [y, b.const(alpha, y)], y.shape)
+    if op not in COMPARISONS:
+        return b.kernel(op, [x, y], _out_shape(b), like.dtype)
+    out = b.kernel(op, [x, y], _out_shape(b), torch.bool)
+    out.carrier = like.dtype
+    return out
+
+
+def _pow(b: Builder, x: Value, exponent: float) -> Value:
+    """Integer powers as multiplications (square and multiply), +-0.5 as (r)sqrt."""
+    _device(x)
+    if exponent in (0.5, -0.5):
+        return b.kernel("sqrt" if exponent > 0 else "rsqrt", [x], x.shape)
+    if exponent != int(exponent) or exponent == 0:
+        raise UnsupportedError(f"pow with exponent {exponent}")
+    n, result, base = abs(int(exponent)), None, x
+    while n:
+        if n & 1:
+            result = base if result is None else b.kernel("mul", [result, base], x.shape)
+        n >>= 1
+        if n:
+            base = b.kernel("mul", [base, base], x.shape)
+    if exponent < 0:
+        return b.kernel("reciprocal", [result], x.shape)
+    return _view_of(b, x, x.shape) if result is x else result
+
+
+def _clamp(b: Builder, x: Value, lo: float | None = None, hi: float | None = None) -> Value:
+    _device(x)
+    if isinstance(lo, Value) or isinstance(hi, Value):
+        raise UnsupportedError("clamp with tensor bounds")
+    out = x
+    if lo is not None:
+        out = b.kernel("maximum", [out, b.const(lo, x)], x.shape)
+    if hi is not None:
+        out = b.kernel("minimum", [out, b.const(hi, x)], x.shape)
+    return out
+
+
+def _where(b: Builder, cond: Value, x: Any, y: Any) -> Value:
+    like = x if isinstance(x, Value) else y
+    x, y = _operand(b, x, like), _operand(b, y, like)
+    _device(x, y)
+    return b.kernel("where3", [cond, x, y], _out_shape(b), like.dtype)
+
+
+def _reduce(b: Builder, x: Value, dims: Any = None, keepdim: bool = False, dtype: torch.dtype | None = None) -> Value:
+    """One kernel per reduced dim, innermost first, each keeping its dim; a view drops them after."""
+    _device(x)
+    if dtype is not None and dtype != x.dtype:
+        raise UnsupportedError(f"reduction to dtype {dtype}")
+    rank = len(x.shape)
+    dims = [dims] if isinstance(dims, int) else list(dims or range(rank))
+    out, shape = x, list(x.shape)
+    for d in sorted({d % rank for d in dims}, reverse=True):
+        shape[d] = 1
+        out = b.kernel(REDUCTIONS[b.fx.target.overloadpacket], [out], shape, dim=d)
+    if not keepdim:
+        out = _view_of(b, out, _out_shape(b))
+    return out
+
+
+def _view_of(b: Builder, x: Value, shape: tuple[int, ...]) -> Value:
+    """A regrouping view the front end adds (dropping reduced dims): a host reshape if not folded."""
+    out = b.value(shape, x.dtype)
+    b.nodes.append(Node("reshape", [x], [out], b.fx, host="view", reason="reshape", attrs={"regroup": True}))
+    return out
+
+
+def _matmul(b: Builder, x: Value, y: Value) -> Value:
+    _device(x, y)
+    return b.kernel("batchmatmul", [x, y], _out_shape(b))
+
+
+def _addmm(b: Builder, bias: Value, x: Value, y: Value, beta: float = 1, alpha: float = 1) -> Value:
+    out = _matmul(b, x, y)
+    if alpha != 1:
+        out = b.kernel("mul", [out, b.const(alpha, out)], out.shape)
+    if beta != 1:
+        bias = b.kernel("mul", [bias, b.const(beta, bias)], bias.shape)
+    return b.kernel("add", [out, bias], out.shape)
+
+
+def _layer_norm(b: Builder, x: Value, shape: list[int], w: Value | None, bias: Value | None, eps: float) -> tuple:
+    _device(x)
+    if len(shape) != 1:
+        raise UnsupportedError("layer norm over more than the last dim")
+    users = {u.args[1] for u in b.fx.users if u.target is operator.getitem}
+    if users - {0}:
+        raise UnsupportedError("layer norm whose mean or rstd is used")
+    n = shape[0]
+    w = w if w is not None else b.value((n,), x.dtype, const=torch.ones(n, dtype=x.dtype))
+    bias = bias if bias is not None else b.value((n,), x.dtype, const=torch.zeros(n, dtype=x.dtype))
+    return b.kernel("layernorm", [x, w, bias], x.shape, eps=float(eps)), None, None
+
+
+def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool) -> Value:
+    _device(x)
+    if dim % len(x.shape) != len(x.shape) - 1 or half_to_float:
+        raise UnsupportedError("softmax over a dim other than the last")
+    return b.kernel("softmax", [x], x.shape)
+
+
+def _view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
+    """A view-family op: data movement unless the layout pass finds it a regrouping of the same tensor."""
+    val = b.fx.meta["val"]
+    if not isinstance(val, torch.Tensor):
+        raise UnsupportedError("a view with several results")
+    return _host(b, "view", b.fx.target.overloadpacket.__name__, regroup=_keeps_order(b.fx, x))
+
+
+def _keeps_order(fx: torch.fx.Node, x: Value) -> bool:
+    """Whether the view lists the elements in the same order (a regrouping of dims)."""
+    op, shape = fx.target.overloadpacket, tuple(fx.meta["val"].shape)
+    if op in (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.clone, aten.alias):
+        return True
+    if op is aten.permute:
+        moved = [d for d in fx.args[1] if x.shape[d] != 1]
+        return moved == sorted(moved)
+    return op is aten.expand and shape == x.shape
+
+
+def _to_copy(b: Builder, x: Value, dtype: torch.dtype | None = None, **kwargs: Any) -> Value:
+    if dtype not in (None, x.dtype):
+        raise UnsupportedError(f"cast to {dtype}")
+    return _view_of(b, x, x.shape)
+
+
+HANDLERS: dict[Any, Callable[..., Any]] = {
+    **dict.fromkeys(UNARY, _unary), **dict.fromkeys(BINARY, _binary), **dict.fromkeys(REDUCTIONS, _reduce),
+    **dict.fromkeys(VIEWS, _view),
+    aten.pow: _pow, aten.clamp: _clamp, aten.clamp_min: _clamp,
+    aten.clamp_max: lambda b, x, hi: _clamp(b, x, None, hi), aten.where: _where,
+    aten.mm: _matmul, aten.bmm: _matmul, aten.addmm: _addmm, aten.native_layer_norm: _layer_norm,
+    aten._softmax: _softmax, aten._to_copy: _to_copy,
+}
+
+
+def _values(a: Any) -> list[Any]:
+    out: list[Any] = []
+    torch.fx.node.map_aggregate(a, lambda v: out.append(v) if isinstance(v, Value) else None)
+    return out
+
+
+def _host(b: Builder, kind: str, reason: str, regroup: bool = False) -> Any:
+    """The ATen node runs on the CPU as it is (``kind`` "view" or "fallback"); its results are new values."""
+    fx = b.fx
+    val = fx.meta["val"]
+    many = isinstance(val, (tuple, list))
+    outs = [b.value(t.shape, t.dtype) for t in (val if many else [val])]
+    args, kwargs = b.arg(fx.args), b.arg(fx.kwargs)
+    b.nodes.append(Node(str(fx.target), _values((args, kwargs)), outs, fx, host=kind, reason=reason,
+                        attrs={"args": args, "kwargs": kwargs, "regroup": regroup}))
+    return tuple(outs) if many else outs[0]
+
+
+def build_graph(gm: torch.fx.GraphModule) -> Graph:
+    """Walk the ATen graph in order; every node becomes kernels, a view step or a fallback."""
+    b, inputs, outputs = Builder(), [], []
+    for fx in gm.graph.nodes:
+        b.fx = fx
+        if fx.op == "placeholder":
+            val = fx.meta["val"]
+            b.env[fx] = b.value(val.shape, val.dtype) if isinstance(val, torch.Tensor) else val
+            inputs.append(b.env[fx])
+        elif fx.op == "get_attr":
+            data = getattr(gm, fx.target)
+            b.env[fx] = b.value(data.shape, data.dtype, const=data)
+        elif fx.op == "output":
+            outputs = [b.env.get(n) if isinstance(n, torch.fx.Node) else None for n in fx.args[0]]
+        elif fx.target is operator.getitem:
+            b.env[fx] = b.env[fx.args[0]][fx.args[1]]
+        else:
+            b.env[fx] = _call(b, fx)
+    return Graph(inputs, b.nodes, outputs)
+
+
+def _call(b: Builder, fx: torch.fx.Node) -> Any:
+    packet = getattr(fx.target, "overloadpacket", None)
+    handler = HANDLERS.get(packet)
+    if handler is None:
+        return _host(b, "fallback", "no kernel for this op")
+    mark = len(b.nodes)
+    try:
+        return handler(b, *b.arg(fx.args), **b.arg(fx.kwargs))
+    except UnsupportedError as exc:
+        del b.nodes[mark:]
+        return _host(b, "view" if packet in VIEWS else "fallback", str(exc))

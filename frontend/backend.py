@@ -1,0 +1,42 @@
+"""The torch.compile backend ``"spyre_emu"``: Dynamo graph -> aot_autograd ATen graph -> compiled call.
+
+Registered through the ``torch_dynamo_backends`` entry point, so ``backend="spyre_emu"`` works
+after ``pip install`` with no import. Only inference is simulated: the ATen graph comes from
+aot_autograd with the Core ATen decompositions (decompositions.py), and a graph that needs
+gradients is refused with an error saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from spyre_emu.config import load_machine
+from spyre_emu.errors import SpyreEmuError
+
+from .compile import compile_graph
+from .decompositions import decompositions
+from .options import parse_options
+from .runtime import CompiledGraph
+
+TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
+
+
+def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None):
+    opts = parse_options(options)
+    machine = load_machine(opts.machine, opts.set)
+    if opts.cores is not None and opts.cores > machine.cores.count:
+        raise SpyreEmuError(f"the card has {machine.cores.count} cores, got {opts.cores}", None, "options.cores")
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
+        raise SpyreEmuError(TRAINING)
+
+    def forward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> CompiledGraph:
+        return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, opts)
+
+    def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
+        raise SpyreEmuError(TRAINING)
+
+    return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
+        gm, example_inputs)

@@ -1,0 +1,115 @@
+"""The passes in order, top to bottom: ATen graph -> kernel programs and host steps.
+
+1. ``build_graph`` (aten_to_kernels.py): ATen ops -> kernels, view steps, fallbacks
+2. ``fuse`` (fusion.py): composite ops back into one kernel (softmax, norms, SiLU, GELU)
+3. ``assign_layouts`` (layout.py): device tensors, free views, host round trips
+4. ``divide_work`` (work_division.py): each kernel's split over the cores
+5. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
+6. ``split_steps`` + ``emit_programs`` (program.py): kernel programs between host steps
+7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback, and 3-7 run again
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from spyre_emu.config import Machine
+from spyre_emu.errors import ProgramError, SpyreEmuError
+from spyre_emu.kernel_program import parse_kernel_program
+from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import lower
+from spyre_emu.pipeline import Program
+
+from .aten_to_kernels import build_graph
+from .fusion import fuse
+from .graph import Graph, Node, source_line
+from .layout import assign_layouts, crossings
+from .options import Options
+from .program import Segment, Step, emit_programs, split_steps
+from .scratchpad import plan_scratchpad
+from .work_division import divide_work
+
+_WARNED: set[str] = set()
+
+
+@dataclass
+class Compiled:
+    """What a call runs: the graph, its steps in order, and each segment's lowered program."""
+
+    graph: Graph
+    steps: list[Step]
+    programs: list[Program | None]      # per step: the lowered program of a segment, None for a host step
+    crossings: list[tuple[str, str, int]]
+
+
+def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) -> Compiled:
+    graph = build_graph(gm)
+    fuse(graph)
+    nodes = list(graph.nodes)
+    for i, node in enumerate(nodes):
+        node.name = f"k{i}_{node.op}" if node.is_kernel else f"h{i}"
+    cores = options.cores or machine.cores.count
+    lowered: dict[str, Program] = {}  # kernel program JSON -> its lowering, across retries
+    while True:
+        graph.nodes = list(nodes)
+        assign_layouts(graph)
+        divide_work(graph, machine, cores)
+        plan_scratchpad(graph, machine)
+        steps = split_steps(graph)
+        emit_programs(graph, steps)
+        programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None for step in steps]
+        refused = next((p for p in programs if isinstance(p, tuple)), None)
+        if refused is None:
+            break
+        node, message = refused
+        node.host, node.reason = "fallback", f"the lowering refuses it: {message}"
+    _mark_constants(graph)
+    _apply_policy(graph, options)
+    return Compiled(graph, steps, programs, crossings(graph))
+
+
+def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Program | tuple[Node, str]:
+    """The segment's lowered program, or the first kernel the lowering refuses and why."""
+    for k in seg.kernels:
+        if k.op not in OPS:
+            return k, f"no op {k.op!r} in the kernel program op table"
+    text = json.dumps(seg.data, sort_keys=True)
+    if text not in lowered:
+        try:
+            kernels = parse_kernel_program(seg.data, "<torch.compile>")
+            lowered[text] = Program(lower(kernels, machine), kernels.tensors)
+        except ProgramError as exc:
+            found = re.match(r"kernels\[(\d+)\]", exc.path or "")
+            if found is None:
+                raise
+            return seg.kernels[int(found.group(1))], exc.message
+    return lowered[text]
+
+
+def _mark_constants(graph: Graph) -> None:
+    """Host steps that read no graph input compute constants (masks, positions): folded, not fallbacks."""
+    varying = set(graph.inputs)
+    for node in graph.nodes:
+        if node.is_kernel or any(v.root in varying for v in node.inputs):
+            varying.update(node.outputs)
+        elif node.host == "fallback":
+            node.host = "constant"
+
+
+def _apply_policy(graph: Graph, options: Options) -> None:
+    """fallback="error" refuses the first fallback; otherwise each op warns once per process."""
+    for node in graph.nodes:
+        if node.host != "fallback":
+            continue
+        where = source_line(node.fx)
+        if options.fallback == "error":
+            raise SpyreEmuError(f"{node.op} has no kernel on the card ({node.reason}); it comes from {where}",
+                                None, "options.fallback")
+        if node.op not in _WARNED:
+            _WARNED.add(node.op)
+            warnings.warn(f"spyre_emu: {node.op} runs on the CPU ({node.reason}); from {where}", stacklevel=2)

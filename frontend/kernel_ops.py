@@ -1,0 +1,57 @@
+"""What each kernel op the front end emits means, written in torch: the plain reference.
+
+A kernel the lowering refuses runs on the CPU through this table (a counted fallback), and the
+tests read it as the definition of the ops. Values are computed in float32 and rounded to the
+output dtype once, as the card's SFU does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Ref = Callable[..., torch.Tensor]
+
+
+def _norm(x: torch.Tensor, eps: float, rms: bool) -> torch.Tensor:
+    centred = x if rms else x - x.mean(-1, keepdim=True)
+    return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _reduce(fn: Callable[..., torch.Tensor]) -> Ref:
+    def ref(x: torch.Tensor, *, dim: int, **_: Any) -> torch.Tensor:
+        out = fn(x, dim, keepdim=True)
+        return out.values if hasattr(out, "values") else out
+    return ref
+
+
+UNARY: dict[str, Ref] = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "silu": torch.nn.functional.silu, "gelufwd": torch.nn.functional.gelu, "relufwd": torch.relu,
+    "identity": lambda x: x,
+}
+BINARY: dict[str, Ref] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "realdiv": torch.div, "maximum": torch.maximum,
+    "minimum": torch.minimum, "greater": torch.gt, "greaterequal": torch.ge, "less": torch.lt,
+    "lessequal": torch.le, "equal": torch.eq, "notequal": torch.ne,
+}
+COMPARISONS = {"greater", "greaterequal", "less", "lessequal", "equal", "notequal"}
+
+REFERENCE: dict[str, Ref] = {
+    **UNARY, **BINARY,
+    "where3": lambda c, a, b: torch.where(c != 0, a, b),
+    "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.max), "min": _reduce(torch.min),
+    "batchmatmul": torch.matmul,
+    "softmax": lambda x: torch.softmax(x, -1),
+    "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
+    "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,
+}
+
+
+def run_reference(op: str, inputs: list[torch.Tensor], attrs: dict[str, Any], dtype: torch.dtype) -> torch.Tensor:
+    """One kernel computed by torch on the CPU: float32 inside, rounded to ``dtype`` at the end."""
+    out = REFERENCE[op](*(t.float() for t in inputs), **attrs)
+    return out.to(dtype)

@@ -1,0 +1,53 @@
+"""The backend's options, from ``torch.compile(..., options={...})``, checked with one-line errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from spyre_emu.errors import ConfigError
+
+FALLBACKS = ("cpu", "error")
+
+
+@dataclass(frozen=True)
+class Options:
+    """``machine``: a config TOML (default configs/spyre.toml); ``set``: KEY=VALUE overrides;
+    ``cores``: cores the work division uses (default: all of the card's); ``functional``: the
+    simulator computes the results (else torch does, and only timing is simulated); ``trace``: a
+    Chrome trace file per kernel program; ``fallback``: "cpu" runs unsupported ops on the host,
+    "error" refuses them; ``print_report``: print the report after every call."""
+
+    machine: str | None = None
+    set: tuple[str, ...] = ()
+    cores: int | None = None
+    functional: bool = True
+    trace: str | None = None
+    fallback: str = "cpu"
+    print_report: bool = False
+
+
+def parse_options(raw: dict[str, Any] | None) -> Options:
+    raw = dict(raw or {})
+    known = {f.name: f for f in fields(Options)}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"unknown option (known: {', '.join(known)})", None, f"options.{key}")
+    if "set" in raw:
+        raw["set"] = tuple([raw["set"]] if isinstance(raw["set"], str) else raw["set"])
+    _check(raw, "functional", isinstance(raw.get("functional"), bool), "must be true or false")
+    _check(raw, "print_report", isinstance(raw.get("print_report"), bool), "must be true or false")
+    _check(raw, "fallback", raw.get("fallback") in FALLBACKS, f"must be one of {', '.join(FALLBACKS)}")
+    cores = raw.get("cores")
+    _check(raw, "cores", isinstance(cores, int) and not isinstance(cores, bool) and cores > 0,
+           "must be a positive number of cores")
+    for key in ("machine", "trace"):
+        _check(raw, key, isinstance(raw.get(key), str), "must be a file path")
+    _check(raw, "set", all(isinstance(s, str) and "=" in s for s in raw.get("set", ())),
+           "must be KEY=VALUE strings")
+    return Options(**raw)
+
+
+def _check(raw: dict[str, Any], key: str, ok: bool, message: str) -> None:
+    if key in raw and not ok:
+        raise ConfigError(f"{message}, got {raw[key]!r}", None, f"options.{key}")

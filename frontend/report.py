@@ -1,0 +1,130 @@
+"""What a compiled call cost: latency, a row per kernel, host steps and round trips, totals.
+
+A call's latency is the sum of its kernel programs' simulated cycles and of the PCIe round
+trips its host steps need (layout.crossings). CPU time of a fallback is not simulated; the
+fallback is listed with its round trips, never left out. ``last_report()`` returns the report of
+the latest call; ``capture()`` collects the reports of the calls inside a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spyre_emu.config import Machine
+from spyre_emu.engine import EventLog
+from spyre_emu.pipeline import RunResult
+
+from .graph import Node, source_line
+from .program import Segment
+
+_LAST: list[FrontendReport] = []
+_CAPTURES: list[list[FrontendReport]] = []
+
+
+@dataclass
+class FrontendReport:
+    """``kernels``: name, op, cores, cycles, share, pt_utilization, sfu_utilization, dram_bytes."""
+
+    total_cycles: int
+    latency_us: float
+    kernels: list[dict[str, Any]]
+    fallbacks: list[dict[str, Any]]
+    host_steps: list[dict[str, Any]]
+    crossings: list[dict[str, Any]]
+    programs: list[dict[str, Any]] = field(default_factory=list)   # each kernel program's own report
+
+    @property
+    def fallback_count(self) -> int:
+        return len(self.fallbacks)
+
+    def to_text(self) -> str:
+        lines = [f"spyre_emu: {self.total_cycles} cycles = {self.latency_us:.3f} us; {len(self.kernels)} kernels, "
+                 f"{self.fallback_count} CPU fallbacks, {len(self.crossings)} PCIe round trips", "",
+                 f"{'kernel':<24}{'op':<14}{'cores':>6}{'cycles':>12}{'share':>8}{'PT':>7}{'SFU':>7}{'DRAM B':>14}"]
+        for k in self.kernels:
+            lines.append(f"{k['name']:<24}{k['op']:<14}{k['cores']:>6}{k['cycles']:>12}{k['share']:>8.1%}"
+                         f"{k['pt_utilization']:>7.1%}{k['sfu_utilization']:>7.1%}{k['dram_bytes']:>14}")
+        for f in self.fallbacks:
+            lines.append(f"fallback {f['op']} ({f['reason']}) at {f['source']}")
+        for c in self.crossings:
+            lines.append(f"round trip {c['direction']} {c['tensor']}: {c['bytes']} B, {c['cycles']} cycles")
+        return "\n".join(lines) + "\n"
+
+
+def last_report() -> FrontendReport | None:
+    """The report of the latest call of a model compiled with backend="spyre_emu"."""
+    return _LAST[-1] if _LAST else None
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[FrontendReport]]:
+    """``with capture() as reports:`` collects the report of every call made inside the block."""
+    reports: list[FrontendReport] = []
+    _CAPTURES.append(reports)
+    try:
+        yield reports
+    finally:
+        _CAPTURES.remove(reports)
+
+
+def publish(report: FrontendReport) -> None:
+    _LAST[:] = [report]
+    for reports in _CAPTURES:
+        reports.append(report)
+
+
+def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings: list[tuple[str, str, int]],
+          machine: Machine) -> FrontendReport:
+    trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
+             for d, name, nbytes in crossings]
+    kernels = [row for seg, result in segments for row in _kernel_rows(seg, result.log)]
+    total = sum(r.report.total_cycles for _, r in segments) + sum(t["cycles"] for t in trips)
+    for row in kernels:
+        row["share"] = round(row["cycles"] / total, 6) if total else 0.0
+    fallbacks = [{"op": n.op, "reason": n.reason, "source": source_line(n.fx)} for n in host if n.host == "fallback"]
+    steps = [{"op": n.op, "kind": n.host, "reason": n.reason} for n in host if n.host != "fallback"]
+    return FrontendReport(total, round(total / machine.clock.ghz / 1000, 6), kernels, fallbacks, steps, trips,
+                          [r.report.data for _, r in segments])
+
+
+def pcie_cycles(nbytes: int, machine: Machine) -> int:
+    """One host copy: the link's latency plus the bytes at its rate (PCIe stays out of the kernel programs)."""
+    return machine.pcie.latency_cycles + int(np.ceil(nbytes * machine.clock.ghz / machine.pcie.gbytes_per_s))
+
+
+def _kernel_rows(seg: Segment, log: EventLog) -> list[dict[str, Any]]:
+    """One row per kernel when the lowering tags instructions with their kernel, else one for the program."""
+    tags = [getattr(ins, "kernel", None) for ins in log.instructions]
+    groups: dict[str, list[int]] = {}
+    for i, tag in enumerate(tags):
+        groups.setdefault(tag or "+".join(k.name for k in seg.kernels), []).append(i)
+    by_name = {k.name: k for k in seg.kernels}
+    return [_row(name, by_name.get(name), seg, log, idx) for name, idx in groups.items()]
+
+
+def _row(name: str, kernel: Node | None, seg: Segment, log: EventLog, idx: list[int]) -> dict[str, Any]:
+    start, end = int(log.start[idx].min()), int(log.end[idx].max())
+    cycles = max(end - start, 0)
+    busy = {"pt": 0, "sfu": 0}
+    units = {"pt": set(), "sfu": set()}
+    dram = 0
+    for i in idx:
+        ins = log.instructions[i]
+        kind = ins.unit.rstrip("0123456789")
+        if kind in busy:
+            busy[kind] += int(log.end[i] - log.start[i])
+        if ins.unit in ("load", "store") and "dram" in ins.args:
+            dram += int(ins.args.get("bytes", 0))
+    cores = {log.instructions[i].core for i in idx}
+    for kind in busy:
+        units[kind] = 2 * len(cores)
+    op = kernel.op if kernel else "+".join(sorted({k.op for k in seg.kernels}))
+    return {"name": name, "op": op, "cores": len(cores), "cycles": cycles,
+            "pt_utilization": round(busy["pt"] / (cycles * units["pt"]), 6) if cycles else 0.0,
+            "sfu_utilization": round(busy["sfu"] / (cycles * units["sfu"]), 6) if cycles else 0.0,
+            "dram_bytes": dram}

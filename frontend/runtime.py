@@ -1,0 +1,128 @@
+"""Running a compiled graph: kernel programs on the simulator, host steps on the CPU.
+
+Functional calls move real data: every host value is a torch tensor, a segment's inputs go in
+as arrays in their device shape, and its outputs come back as torch tensors. Timing-only calls
+(``functional=False``, or meta tensors) compute the results with torch and simulate each
+kernel program once; timing does not depend on the data.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from spyre_emu.config import Machine
+from spyre_emu.pipeline import RunResult, run
+from spyre_emu.results import chrome_trace
+
+from . import report
+from .compile import Compiled
+from .graph import DeviceTensor, Node, Value
+from .kernel_ops import run_reference
+from .options import Options
+from .program import Segment
+
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+SEMANTIC_ATTRS = ("dim", "eps")   # kernel attrs the torch reference of an op reads
+
+
+class CompiledGraph:
+    """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
+
+    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, options: Options):
+        self.gm, self.compiled, self.machine, self.options = gm, compiled, machine, options
+        self._timing: dict[int, RunResult] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        functional = self.options.functional and not any(t.is_meta for t in tensors)
+        outputs = self._functional(args) if functional else self.gm(*args)
+        results = self._functional_runs if functional else self._timing_runs()
+        rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
+                           self.compiled.crossings, self.machine)
+        report.publish(rep)
+        if self.options.print_report:
+            sys.stdout.write(rep.to_text())
+        return outputs
+
+    def _segments(self) -> list[tuple[int, Segment]]:
+        return [(i, s) for i, s in enumerate(self.compiled.steps) if isinstance(s, Segment)]
+
+    def _timing_runs(self) -> list[tuple[Segment, RunResult]]:
+        for i, seg in self._segments():
+            if i not in self._timing:
+                self._timing[i] = self._run(i, seg, functional=False, inputs={})
+        return [(seg, self._timing[i]) for i, seg in self._segments()]
+
+    def _run(self, i: int, seg: Segment, functional: bool, inputs: dict[str, np.ndarray]) -> RunResult:
+        result = run(self.compiled.programs[i], self.machine, functional=functional, inputs=inputs)
+        if self.options.trace:
+            path = Path(self.options.trace)
+            path = path if len(self._segments()) == 1 else path.with_suffix(f".{i}{path.suffix}")
+            path.write_text(chrome_trace(result.log, self.machine))
+        return result
+
+    def _functional(self, args: tuple[Any, ...]) -> list[Any]:
+        graph = self.compiled.graph
+        env: dict[Value, torch.Tensor] = {v: a for v, a in zip(graph.inputs, args, strict=True) if isinstance(v, Value)}
+        self._functional_runs: list[tuple[Segment, RunResult]] = []
+        for i, step in enumerate(self.compiled.steps):
+            if isinstance(step, Segment):
+                inputs = {name: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
+                result = self._run(i, step, functional=True, inputs=inputs)
+                self._functional_runs.append((step, result))
+                for name in step.outputs:
+                    t = graph.tensors[name]
+                    env[t.value] = _from_array(result.outputs[name], t).reshape(t.value.shape)
+            else:
+                _run_host(step, env)
+        return [None if v is None else value_of(env, v) for v in graph.outputs]
+
+
+def value_of(env: dict[Value, torch.Tensor], v: Value) -> torch.Tensor:
+    """A value's host tensor: its own, its storage's seen in its shape, or its constant data."""
+    root = v.root
+    data = env[root] if root in env else root.const
+    if data is None:
+        raise KeyError(f"value {v.name} was never computed")
+    return data.reshape(v.shape)
+
+
+def _host(env: dict[Value, torch.Tensor], t: DeviceTensor) -> torch.Tensor:
+    """The host data of a device tensor, in its device shape and dtype."""
+    data = value_of(env, t.value)
+    if t.expand is not None:
+        data = data.expand(t.expand)
+    return data.reshape(t.dshape).to(TORCH_DTYPES[t.dtype])
+
+
+def _to_array(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def _from_array(a: np.ndarray, t: DeviceTensor) -> torch.Tensor:
+    data = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if t.dtype == "bf16" else torch.from_numpy(a)
+    return data != 0 if t.value.dtype == torch.bool else data
+
+
+def _run_host(node: Node, env: dict[Value, torch.Tensor]) -> None:
+    """A host step: the ATen op itself, a reshape, or a refused kernel through its torch reference."""
+    if "args" in node.attrs:
+        def get(a: Any) -> Any:
+            return value_of(env, a) if isinstance(a, Value) else a
+        args = torch.fx.node.map_aggregate(node.attrs["args"], get)
+        kwargs = torch.fx.node.map_aggregate(node.attrs["kwargs"], get)
+        result = node.fx.target(*args, **kwargs)
+        for out, data in zip(node.outputs, result if len(node.outputs) > 1 else [result], strict=True):
+            env[out] = data
+    elif node.attrs.get("regroup"):
+        env[node.outputs[0]] = value_of(env, node.inputs[0]).reshape(node.outputs[0].shape)
+    else:
+        attrs = {k: v for k, v in node.attrs.items() if k in SEMANTIC_ATTRS}
+        out = node.outputs[0]
+        env[out] = run_reference(node.op, [value_of(env, v) for v in node.inputs], attrs, out.dtype)

@@ -1,0 +1,73 @@
+"""The backend end to end: registration, a Linear + ReLU through functional simulation, options, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend import capture, last_report  # noqa: E402
+
+from spyre_emu.errors import SpyreEmuError  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU()).half()
+
+
+def test_backend_is_registered_by_entry_point():
+    assert "spyre_emu" in torch._dynamo.list_backends()
+
+
+def test_linear_relu_matches_eager_and_reports(check):
+    x = torch.randn(16, 64).half()
+    check(_mlp(), x)
+    rep = last_report()
+    assert [k["op"] for k in rep.kernels] == ["batchmatmul", "add", "relufwd"]
+    assert rep.total_cycles > 0
+    assert (rep.fallbacks, rep.crossings) == ([], [])
+    assert sum(k["share"] for k in rep.kernels) == pytest.approx(1.0, abs=0.01)
+    assert "batchmatmul" in rep.to_text()
+
+
+def test_timing_only_matches_functional_timing():
+    model, x = _mlp(), torch.randn(16, 64).half()
+    with torch.no_grad(), capture() as reports:
+        torch.compile(model, backend="spyre_emu")(x)
+        torch._dynamo.reset()
+        y = torch.compile(model, backend="spyre_emu", options={"functional": False})(x)
+    assert reports[0].total_cycles == reports[1].total_cycles
+    torch.testing.assert_close(y, model(x))
+
+
+def test_training_is_refused():
+    model = _mlp().float()
+    with pytest.raises(Exception, match="training is not simulated"):
+        torch.compile(model, backend="spyre_emu")(torch.randn(4, 64))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"fallback": "maybe"}, "options.fallback: must be one of cpu, error"),
+    ({"cores": 0}, "options.cores: must be a positive number of cores"),
+    ({"colour": 1}, "options.colour: unknown option"),
+    ({"cores": 64}, "options.cores: the card has 32 cores"),
+])
+def test_bad_options_are_one_line_errors(options, message):
+    with pytest.raises(Exception, match=message) as info, torch.no_grad():
+        torch.compile(_mlp(), backend="spyre_emu", options=options)(torch.randn(4, 64).half())
+    assert isinstance(info.value.__cause__ or info.value, SpyreEmuError)
+
+
+def test_fewer_cores_take_longer():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU()).half()
+    x = torch.randn(256, 256).half()
+    with torch.no_grad(), capture() as reports:
+        torch.compile(model, backend="spyre_emu", options={"functional": False, "cores": 2})(x)
+        torch._dynamo.reset()
+        torch.compile(model, backend="spyre_emu", options={"functional": False})(x)
+    assert reports[0].total_cycles > reports[1].total_cycles
+    assert max(k["cores"] for k in reports[0].kernels) <= 2

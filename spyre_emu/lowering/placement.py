@@ -57,7 +57,7 @@ def owner_of(layout: TensorLayout, host: np.ndarray, slices: list[int]) -> np.nd
     core = np.zeros(host.shape[1], np.int64)
     weight = 1
     for d, size in enumerate(layout.shape):
-        piece = (-(-size // eps) // slices[d]) * eps if d == stick_dim else size // slices[d]
+        piece = max(1, (-(-size // eps) // slices[d]) * eps if d == stick_dim else size // slices[d])  # size-1: 0
         core += (host[d] // piece) * weight
         weight *= slices[d]
     return core

@@ -1,16 +1,21 @@
-"""Reductions along the stick dim (``sum``, ``mean``, ``max``, ``min`` with keepdim).
+"""Reductions (``sum``, ``mean``, ``max``, ``min``) over one dim, which the output keeps as size 1.
 
-For each output row (every host index but the reduced, last dim), the input row's K sticks
-are combined stick by stick on the SFU (add, max), then across the 64 lanes (lanes_sum,
-lanes_max), giving one output stick per row. ``mean`` then multiplies by a constant stick
-of 1/n; ``min`` is -max(-x). Per core: chunks of its rows; for each K stick the chunk's rows
-are contiguous in the default layout (K sticks outside the rows), so one load per K stick.
-Two buffer sets alternate as in pointwise; the two corelets each take half the rows.
+Along the stick dim, each output row's input sticks are combined stick by stick on the SFU
+(add, max, min), then across the lanes (lanes_sum, lanes_max; min as -max(-x) of the combined
+stick). Padding lanes hold whatever earlier kernels wrote there, so the last stick's are first
+replaced by the op's identity (``where`` with a lane mask). Over a dim outside the stick, an
+output stick's input sticks are lane-aligned: one reduce_sum/reduce_max over them side by side.
+
+When the work division splits the reduced dim, every core of a group reduces its share to one
+partial stick per output stick and sends it over the ring to the group's first core (the home),
+which combines the partials, finishes (lanes, scale) and writes the output. ``mean`` multiplies
+by a constant stick of 1/n at the end. Inputs and outputs may live in DRAM or in LX.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,104 +25,175 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor, default_layout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
-from .placement import Runs, as_runs, check_division, owner_of, stick_hosts, stick_of
-from .pointwise import chunks
-from .streams import CoreStreams, Emit
+from .lx import Resident
+from .placement import as_runs, check_division, owner_of, stick_hosts, stick_of
+from .pointwise import chunks, halves
+from .sfu import sfu_ops, stick_addrs
+from .streams import CoreStreams, Emit, Item
 from .target import Target
 
-COMBINE = {"sum": ("add", "lanes_sum"), "mean": ("add", "lanes_sum"), "max": ("max", "lanes_max"),
-           "min": ("max", "lanes_max")}
+SCALE, MASK, FILL = 0, STICK_BYTES, 2 * STICK_BYTES  # the constant sticks at LX 0 of a reducing core
+CONSTANTS = 3
+LOWEST = {"fp16": -65504.0, "bf16": -3.38e38, "fp32": -3.4e38}  # max's identity as a finite number (else int8's)
+STEP = {"sum": "add", "mean": "add", "max": "max", "min": "min"}  # combines partials along the stick
 
 
-def lower_reduction(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.ndarray, y_runs: Runs,
-                    scale: str | None, lx_sticks: int) -> None:
-    """Reduce along the stick dim. ``x_sticks[s, j]`` is the input stick at K stick ``s`` of the
-    core's ``j``-th output stick (in the order of ``y_runs``)."""
-    k = len(x_sticks)
-    chunk = (lx_sticks - 1) // (2 * (k + 2))
-    step, lanes = COMBINE[op]
-    base = [b * (k + 2) * chunk * STICK_BYTES + STICK_BYTES for b in range(2)]  # stick 0: the scale
-    if scale:
-        core.add("load", {"op": "load", "dram": scale, "lx": 0, "bytes": STICK_BYTES})
-    done_rows = 0
-    pieces = chunks(y_runs, chunk)
-    for q, piece in enumerate(pieces):
-        n, b = sum(c for _, c in piece), q % 2
-        x_lx, acc, out = base[b], base[b] + k * chunk * STICK_BYTES, base[b] + (k + 1) * chunk * STICK_BYTES
-        loads = [item for s in range(k) for item in
-                 core.dma("load", x, as_runs(x_sticks[s, done_rows:done_rows + n]), x_lx + s * chunk * STICK_BYTES)]
-        halves = [(0, -(-n // 2)), (-(-n // 2), n)]
-        sfu_ops = {f"sfu{i}": _row_ops(op, step, lanes, k, chunk, x_lx, acc, out, lo, hi - lo, scale is not None)
-                   for i, (lo, hi) in enumerate(halves) if hi > lo}
-        core.wire_chunk(q, loads, sfu_ops, core.dma("store", y, piece, out))
-        done_rows += n
+@dataclass(frozen=True)
+class Share:
+    """One core's part of a reduction: its positions along the reduced dim for its group's output
+    sticks, and where its partials go."""
+
+    kernel: str
+    op: str
+    along: bool                  # along the stick dim (else across sticks)
+    x: str
+    y: str
+    x_home: Resident | None      # where x lives in LX (else DRAM)
+    y_home: Resident | None
+    x_ids: np.ndarray            # [positions, output sticks]: the input stick at each position
+    y_ids: np.ndarray            # the group's output sticks (ascending)
+    masked: bool                 # the last position is a padded stick
+    member: int                  # index in the group; 0 is the home, which finishes
+    home: int
+    group: int                   # cores in the group
+    constants: str | None        # the buffer of constant sticks, when the kernel needs one
+    dtype: str
+    where: tuple[str, str]
+
+    @property
+    def room(self) -> int:
+        """Chunk-sized LX regions per buffer set: positions, acc, out, pad, one per other member."""
+        return len(self.x_ids) + 3 + self.group - 1
 
 
-def _row_ops(op: str, step: str, lanes: str, k: int, chunk: int, x_lx: int, acc: int, out: int, lo: int,
-             n: int, scaled: bool) -> list[dict]:
-    """SFU ops reducing rows [lo, lo + n) of a chunk: across K sticks, then across lanes."""
-    def at(base: int) -> int:
-        return base + lo * STICK_BYTES
-
-    def stick(s: int) -> int:
-        return at(x_lx + s * chunk * STICK_BYTES)
-
-    ops: list[dict] = []
-    if op == "min":  # min(x) = -max(-x): negate every stick in place first
-        ops += [{"op": "neg", "a": stick(s), "out": stick(s), "sticks": n} for s in range(k)]
-    first = {"op": step, "a": stick(0), "b": stick(1), "out": at(acc), "sticks": n} if k > 1 else \
-        {"op": "copy", "a": stick(0), "out": at(acc), "sticks": n}
-    ops.append(first)
-    ops += [{"op": step, "a": at(acc), "b": stick(s), "out": at(acc), "sticks": n} for s in range(2, k)]
-    ops.append({"op": lanes, "a": at(acc), "out": at(out), "sticks": n})
-    if op == "min":
-        ops.append({"op": "neg", "a": at(out), "out": at(out), "sticks": n})
-    if scaled:
-        ops.append({"op": "mul", "a": at(out), "b": 0, "b_broadcast": True, "out": at(out), "sticks": n})
-    return ops
-
-
-def lower_reduction_across(core: CoreStreams, *, op: str, x: str, y: str, x_sticks: np.ndarray, y_runs: Runs,
-                           scale: str | None, lx_sticks: int) -> None:
-    """Reduce over a dim outside the stick: the sticks to combine are lane-aligned, so each output
-    stick is one SFU reduction (reduce_sum / reduce_max) over its input sticks, loaded side by side.
-    ``x_sticks[i, j]`` is the input stick at position ``i`` of the core's ``j``-th output stick."""
-    positions = x_sticks.shape[0]
-    chunk = max(1, (lx_sticks - 1) // (2 * (positions + 1)))
-    reduce = "reduce_max" if op in ("max", "min") else "reduce_sum"
-    if scale:
-        core.add("load", {"op": "load", "dram": scale, "lx": 0, "bytes": STICK_BYTES})
-    base = [STICK_BYTES + b * (positions + 1) * chunk * STICK_BYTES for b in range(2)]
-    pieces = chunks(y_runs, chunk)
+def lower_reduction(core: CoreStreams, share: Share, budget: int) -> None:
+    positions = len(share.x_ids)
+    chunk = max(1, (budget - CONSTANTS) // (2 * share.room))
+    consts = core.dma("load", share.constants, [(0, CONSTANTS)], 0) if share.constants else []
+    pieces = chunks(as_runs(share.y_ids), chunk)
+    sizes = [sum(c for _, c in piece) for piece in pieces]
     done = 0
-    for q, piece in enumerate(pieces):
-        n, b = sum(c for _, c in piece), q % 2
-        out = base[b] + positions * chunk * STICK_BYTES
-        loads = [item for j in range(n) for item in core.dma("load", x, as_runs(x_sticks[:, done + j]),
-                                                             base[b] + j * positions * STICK_BYTES)]
-        users = [0, 1] if n > 1 else [0]
-        sfu_ops = {f"sfu{i}": [item for j in range(i, n, len(users))
-                       for item in _across_ops(op, reduce, base[b] + j * positions * STICK_BYTES,
-                                               out + j * STICK_BYTES, positions, scale is not None)]
-                   for i in users}
-        core.wire_chunk(q, loads, sfu_ops, core.dma("store", y, piece, out))
+    for q, (piece, n) in enumerate(zip(pieces, sizes, strict=True)):
+        region = [(CONSTANTS + ((q % 2) * share.room + i) * chunk) * STICK_BYTES for i in range(share.room)]
+        loads = consts if q == 0 else []
+        srcs = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads)
+        acc, out = stick_addrs(region[positions], n), stick_addrs(region[positions + 1], n)
+        if share.y_home and share.member == 0:
+            out = share.y_home.addr(core.core, share.y_ids[done:done + n], *share.where)
+        recv = [stick_addrs(r, n) for r in region[positions + 3:]]
+        work = {}
+        for unit, (lo, hi) in halves(n).items():
+            pad = stick_addrs(region[positions + 2] + lo * STICK_BYTES, hi - lo)
+            dst = out if share.group == 1 and not share.along else acc
+            ops = _partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0])
+            if share.member == 0:
+                ops += _combine_ops(share, q, len(pieces), unit, acc[lo:hi], [r[lo:hi] for r in recv])
+                ops += _finish_ops(share, dst[lo:hi], out[lo:hi])
+            work[unit] = ops
+        if share.member:
+            tail = [_send(core, share, q, sizes, region[positions], region[positions + 3 + share.member - 1])]
+        else:
+            tail = [] if share.y_home else core.dma("store", share.y, piece, region[positions + 1])
+        core.wire_chunk(q, loads, work, tail)
         done += n
 
 
-def _across_ops(op: str, reduce: str, src: int, dst: int, positions: int, scaled: bool) -> list[dict]:
-    """SFU ops turning one output stick's lane-aligned input sticks at ``src`` into ``dst``."""
-    ops = [{"op": "neg", "a": src, "out": src, "sticks": positions}] if op == "min" else []
-    ops.append({"op": reduce, "a": src, "out": dst, "sticks": positions})
-    if op == "min":
-        ops.append({"op": "neg", "a": dst, "out": dst, "sticks": 1})
-    if scaled:
-        ops.append({"op": "mul", "a": dst, "b": 0, "b_broadcast": True, "out": dst, "sticks": 1})
+def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int, loads: list[Item]) -> list[np.ndarray]:
+    """Addresses of the chunk's input sticks: along the stick, one array per position over the
+    output sticks; across sticks, each output stick's positions side by side from ``x_lx``."""
+    positions, n = ids.shape
+    if share.along:
+        if share.x_home:
+            return [share.x_home.addr(core.core, ids[s], *share.where) for s in range(positions)]
+        for s in range(positions):
+            loads += core.dma("load", share.x, as_runs(ids[s]), x_lx + s * n * STICK_BYTES)
+        return [stick_addrs(x_lx + s * n * STICK_BYTES, n) for s in range(positions)]
+    if share.x_home:
+        return [share.x_home.addr(core.core, ids[:, j], *share.where) for j in range(n)]
+    for j in range(n):
+        loads += core.dma("load", share.x, as_runs(ids[:, j]), x_lx + j * positions * STICK_BYTES)
+    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)]
+
+
+def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np.ndarray, pad: np.ndarray,
+                 x_lx: int) -> list[Item]:
+    """Reduce this core's positions of output sticks [lo, hi) into ``dst``."""
+    dt, ops = share.dtype, []
+    if not share.along:
+        reduce = "reduce_max" if share.op in ("max", "min") else "reduce_sum"
+        for j in range(lo, hi):
+            src = srcs[j]
+            side = src
+            if share.op == "min" or not (np.diff(src) == STICK_BYTES).all():
+                # min(x) = -max(-x); LX inputs are gathered side by side first, never changed
+                side = stick_addrs(x_lx + j * len(src) * STICK_BYTES, len(src))
+                ops += sfu_ops("neg" if share.op == "min" else "copy", [src], side, dt)
+            ops.append({"op": reduce, "a": int(side[0]), "out": int(dst[j - lo]), "sticks": len(src)}
+                       | ({"dtype": dt} if dt != "fp16" else {}))
+        return ops
+    srcs = [s[lo:hi] for s in srcs]
+    if share.masked:  # the padding lanes of the last stick become the op's identity
+        ops += sfu_ops("where", [np.full_like(pad, MASK), srcs[-1], np.full_like(pad, FILL)], pad, dt)
+        srcs[-1] = pad
+    step = STEP[share.op]
+    ops += sfu_ops(step, srcs[:2], dst, dt) if len(srcs) > 1 else sfu_ops("copy", srcs, dst, dt)
+    for s in srcs[2:]:
+        ops += sfu_ops(step, [dst, s], dst, dt)
     return ops
+
+
+def _combine_ops(share: Share, q: int, chunks_: int, unit: str, acc: np.ndarray,
+                 recv: list[np.ndarray]) -> list[Item]:
+    """At the home: fold the other members' partials into ``acc`` as they arrive over the ring."""
+    step = "max" if share.op == "min" and not share.along else STEP[share.op]
+    ops = []
+    for i, part in enumerate(recv, start=1):
+        combine = sfu_ops(step, [acc, part], acc, share.dtype)
+        combine[0].setdefault("wait", []).append(_token(share, q, f"recv{i}>{unit}"))
+        if q + 2 < chunks_:
+            combine[-1].setdefault("signal", []).append(_token(share, q + 2, f"free{i}<{unit}"))
+        ops += combine
+    return ops
+
+
+def _finish_ops(share: Share, src: np.ndarray, out: np.ndarray) -> list[Item]:
+    """From the combined sticks to the output: across lanes, undo min's negation, scale."""
+    steps = []
+    if share.along:
+        steps = ["neg", "lanes_max", "neg"] if share.op == "min" else \
+            ["lanes_max" if share.op == "max" else "lanes_sum"]
+    elif share.op == "min":
+        steps = ["neg"]
+    if share.op == "mean":
+        steps.append("mul")
+    if not steps and (src != out).any():
+        steps = ["copy"]
+    ops, at = [], src
+    for op in steps:
+        operands = [at, np.full_like(at, SCALE)] if op == "mul" else [at]
+        ops += sfu_ops(op, operands, out, share.dtype)
+        at = out
+    return ops
+
+
+def _send(core: CoreStreams, share: Share, q: int, sizes: list[int], acc: int, slot: int) -> Item:
+    """Send a member's partials of chunk ``q`` into its slot of the home's receive buffers (the home
+    lays out LX as this core does); chunk q reuses the slot once the home combined chunk q - 2."""
+    item = core.add("send", {"op": "send", "lx": acc, "to_core": share.home, "to_lx": slot,
+                             "bytes": sizes[q] * STICK_BYTES})
+    item["signal"] = [_token(share, q, f"recv{share.member}>{u}") for u in halves(sizes[q])]
+    if q >= 2:
+        item["wait"] = [_token(share, q, f"free{share.member}<{u}") for u in halves(sizes[q - 2])]
+    return item
+
+
+def _token(share: Share, q: int, what: str) -> str:
+    return f"{share.kernel}.h{share.home}.q{q}.{what}"
 
 
 def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
     """Check a reduction kernel (one reduced dim, keepdim) and return each core's share of it."""
-    src, where, lx_sticks = target.program.source, kernel.path, target.budget
+    src, where = target.program.source, kernel.path
     x, y = (t.layout for t in tensors)
     reduced = [d for d, (n, m) in enumerate(zip(x.shape, y.shape, strict=False)) if n != m]
     if x != default_layout(x.shape, x.dtype) or y != default_layout(y.shape, y.dtype) or x.dtype != y.dtype \
@@ -128,44 +204,57 @@ def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
         raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,
                            where + ".dims")
     dim, slices = reduced[0], list(kernel.slices.values())
-    if slices[dim] != 1:
-        raise ProgramError("splitting the reduced dim over cores is not lowered yet", src, where + ".work_division")
-    along_stick = dim == dim_map(x)[-1]
-    if along_stick and kernel.op in ("max", "min") and x.shape[dim] % elems_per_stick(x.dtype):
-        raise ProgramError(f"{kernel.op} over a padded stick is not lowered yet", src, where + ".op")
     check_division(x, slices, src, where + ".work_division")
+    along = dim == dim_map(x)[-1]
+    step = elems_per_stick(x.dtype) if along else 1
+    group, weight = slices[dim], math.prod(slices[:dim])
+    per = -(-x.shape[dim] // step) // group
     host, valid = stick_hosts(y)
     owner = owner_of(y, host, slices)
-    step = elems_per_stick(x.dtype) if along_stick else 1
-    positions = -(-x.shape[dim] // step)
-    scale = f"{scale_buffer(kernel)}+0" if kernel.op == "mean" else None
     shares = {}
-    for core in range(kernel.cores):
-        ids = np.flatnonzero(valid & (owner == core))
-        if not ids.size:
-            continue
-        at = host[:, ids].copy()
-        x_sticks = []
-        for i in range(positions):
-            at[dim] = i * step
-            x_sticks.append(stick_of(x, at))
-        lower = lower_reduction if along_stick else lower_reduction_across
-        shares[core] = partial(lower, op=kernel.op, x=kernel.inputs[0], y=kernel.outputs[0],
-                               x_sticks=np.array(x_sticks), y_runs=as_runs(ids), scale=scale, lx_sticks=lx_sticks)
+    for home in np.unique(owner[valid]):
+        ids = np.flatnonzero(valid & (owner == home))
+        for member in range(group):
+            at = host[:, ids].copy()
+            x_ids = []
+            for p in range(per):
+                at[dim] = (member * per + p) * step
+                x_ids.append(stick_of(x, at))
+            share = Share(kernel.name, kernel.op, along, kernel.inputs[0], kernel.outputs[0],
+                          target.residents.get(kernel.inputs[0]), target.residents.get(kernel.outputs[0]),
+                          np.array(x_ids), ids, along and member == group - 1 and bool(x.shape[dim] % step),
+                          member, int(home), group, constants_buffer(kernel) if _needs_constants(target.program,
+                                                                                                 kernel) else None,
+                          x.dtype, (src, where))
+            shares[int(home) + member * weight] = partial(lower_reduction, share=share, budget=target.budget)
     return shares
 
 
-def scale_buffer(kernel: Kernel) -> str:
-    return f"{kernel.name}_scale"
+def constants_buffer(kernel: Kernel) -> str:
+    return f"{kernel.name}_constants"
+
+
+def _needs_constants(program: KernelProgram, kernel: Kernel) -> bool:
+    """Mean scales; a reduction along a padded stick masks the padding."""
+    x, y = (program.tensors[n].layout for n in (*kernel.inputs, *kernel.outputs))
+    stick = dim_map(x)[-1]
+    padded = stick >= 0 and y.shape[stick] == 1 < x.shape[stick] and x.shape[stick] % elems_per_stick(x.dtype)
+    return kernel.op == "mean" or bool(padded)
 
 
 def constants(program: KernelProgram) -> dict[str, dict[str, Any]]:
-    """DRAM buffers the reductions need besides the program's tensors: a stick of 1/n per mean."""
+    """DRAM buffers the reductions need besides the program's tensors: per kernel, a stick of 1/n
+    (mean), the last stick's lane mask and the padding's fill value (the op's identity)."""
     out = {}
     for kernel in program.kernels:
-        if kernel.op == "mean":
-            x = program.tensors[kernel.inputs[0]].layout
-            y = program.tensors[kernel.outputs[0]].layout
-            n = math.prod(x.shape) // math.prod(y.shape)  # elements folded into each output element
-            out[scale_buffer(kernel)] = {"bytes": STICK_BYTES, "dtype": x.dtype, "fill": 1.0 / n}
+        if kernel.op not in STEP or not _needs_constants(program, kernel):
+            continue
+        x, y = (program.tensors[n].layout for n in (*kernel.inputs, *kernel.outputs))
+        lanes, stick = elems_per_stick(x.dtype), dim_map(x)[-1]
+        valid = (x.shape[stick] - 1) % lanes + 1 if stick >= 0 else lanes
+        lowest = LOWEST.get(x.dtype, -127.0)
+        fill = {"sum": 0.0, "mean": 0.0, "max": lowest, "min": -lowest}[kernel.op]
+        scale = math.prod(y.shape) / math.prod(x.shape)  # 1 / elements folded into each output element
+        values = [scale] * lanes + [1.0] * valid + [0.0] * (lanes - valid) + [fill] * lanes
+        out[constants_buffer(kernel)] = {"bytes": CONSTANTS * STICK_BYTES, "dtype": x.dtype, "fill": values}
     return out

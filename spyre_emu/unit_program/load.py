@@ -198,9 +198,13 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
         buffers[name] = Buffer(name, addr, nbytes, dtype, shape,
                                base / spec["input"] if "input" in spec else None,
                                Path(spec["output"]) if "output" in spec else None,
-                               spec.get("fill", "zeros"))
+                               _fill(spec.get("fill", "zeros")))
         addr += -(-nbytes // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
     return buffers
+
+
+def _fill(value: str | float | list[float]) -> str | float | tuple[float, ...]:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -26,7 +26,8 @@ class Buffer:
     shape: tuple[int, ...] | None
     input: Path | None
     output: Path | None
-    fill: str | float  # "zeros", "random" (seeded by the name) or a value for every element
+    fill: str | float | tuple[float, ...]  # "zeros", "random" (seeded by the name), a value for every
+                                           # element, or values repeated over the buffer
 
 
 @dataclass(frozen=True)

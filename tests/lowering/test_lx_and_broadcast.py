@@ -117,3 +117,36 @@ def test_tensor_used_before_it_is_written(tmp_path, spyre):
                {"op": "exp", "inputs": ["x"], "outputs": ["s"], "dims": dims, "work_division": {}}]
     with pytest.raises(ProgramError, match=r"kernels\[0\].inputs\[1\]: tensor 's' is used before it is written"):
         load(_write(tmp_path, tensors, kernels, {}), spyre)
+
+
+def softmax_program(m, n, space, cores):
+    """torch-spyre's softmax chain (identity, max, sub, exp, sum, realdiv) with intermediates in ``space``."""
+    t = {"x": _t((m, n), "input"), "y": _t((m, n), "output")}
+    t |= {name: _t((m, 1) if name in ("mx", "z") else (m, n), "intermediate", space) for name in ("c", "mx", "s",
+                                                                                                "e", "z")}
+    dims, division = {"mb": m, "out": n}, {"mb": cores}
+    chain = [("identity", ["x"], "c"), ("max", ["c"], "mx"), ("sub", ["c", "mx"], "s"), ("exp", ["s"], "e"),
+             ("sum", ["e"], "z"), ("realdiv", ["e", "z"], "y")]
+    kernels = [{"name": f"k{i}_{op}", "op": op, "inputs": ins, "outputs": [out], "dims": dims,
+                "work_division": division} for i, (op, ins, out) in enumerate(chain)]
+    return t, kernels
+
+
+@pytest.mark.parametrize("space", ["dram", "lx"])
+@pytest.mark.parametrize("n", [256, 200])
+def test_softmax_chain_in_lx_or_dram_matches_numpy(tmp_path, spyre, space, n):
+    x = _randn((64, n), 11)
+    path = _write(tmp_path, *softmax_program(64, n, space, 4), {"x": x})
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    e = np.exp(x.astype(np.float32) - x.astype(np.float32).max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-2, atol=1e-3)
+
+
+def test_softmax_with_lx_planning_is_faster(tmp_path, spyre):
+    cycles = {}
+    for space in ("dram", "lx"):
+        (tmp_path / space).mkdir()
+        path = _write(tmp_path / space, *softmax_program(512, 1024, space, 32), {})
+        cycles[space] = run(load(path, spyre), spyre).report.total_cycles
+    print(cycles)
+    assert cycles["lx"] < cycles["dram"]

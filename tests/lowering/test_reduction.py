@@ -39,7 +39,7 @@ def test_values_match_numpy(tmp_path, spyre, op, shape, slices):
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=tol)
 
 
-@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("op", sorted(REFERENCE))
 def test_padded_stick(tmp_path, spyre, op):
     path, x = _program(tmp_path, op, (63, 129), (7, 1))
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
@@ -47,16 +47,46 @@ def test_padded_stick(tmp_path, spyre, op):
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=5e-2)
 
 
-def test_max_over_padding_is_refused(tmp_path, spyre):
-    path, _ = _program(tmp_path, "max", (63, 129), (1, 1))
-    with pytest.raises(ProgramError, match="padded stick"):
-        load(path, spyre)
+@pytest.mark.parametrize("op", sorted(REFERENCE))
+def test_padding_written_by_an_earlier_kernel_is_masked(tmp_path, spyre, op):
+    """exp writes exp(0) = 1 into the padding lanes; the reduction must not see them."""
+    shape = (16, 100)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float16) - np.float16(3)
+    data = {"format": "spyre-emu.kernel-program", "version": 1,
+            "tensors": {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
+                        "e": {"shape": list(shape), "dtype": "fp16", "role": "intermediate"},
+                        "y": {"shape": [16, 1], "dtype": "fp16", "role": "output"}},
+            "kernels": [{"op": "exp", "inputs": ["x"], "outputs": ["e"], "dims": {"a": 16, "b": 100},
+                         "work_division": {}},
+                        {"op": op, "inputs": ["e"], "outputs": ["y"], "dims": {"a": 16, "b": 100},
+                         "work_division": {"a": 2}}]}
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    np.save(tmp_path / "x.npy", x)
+    got = run(load(tmp_path / "p.json", spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    e = np.exp(x.astype(np.float32)).astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(got, REFERENCE[op](e, axis=-1, keepdims=True), rtol=1e-2, atol=1e-2)
 
 
-def test_split_reduced_dim_is_refused(tmp_path, spyre):
-    path, _ = _program(tmp_path, "sum", (64, 256), (1, 2))
-    with pytest.raises(ProgramError, match="reduced dim"):
-        load(path, spyre)
+@pytest.mark.parametrize("op", sorted(REFERENCE))
+@pytest.mark.parametrize(("shape", "dim", "slices"), [((64, 512), -1, (4, 4)), ((63, 129), -1, (1, 3)),
+                                                      ((96, 128), 0, (4, 2)), ((4, 6, 128), 1, (2, 3, 1))])
+def test_split_reduced_dim_combines_partials_over_the_ring(tmp_path, spyre, op, shape, dim, slices):
+    path, x = _program(tmp_path, op, shape, slices, dim)
+    program = load(path, spyre)
+    assert any(ins.op == "send" for ins in program.units.instructions())
+    got = run(program, spyre, functional=True).outputs["y"]
+    want = REFERENCE[op](x.astype(np.float32), axis=dim, keepdims=True)
+    tol = 2e-2 * np.sqrt(shape[dim]) if op == "sum" else 1e-2
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=tol)
+
+
+def test_split_reduction_on_more_cores_finishes_sooner(tmp_path, spyre):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, _ = _program(tmp_path / "a", "sum", (32, 8192), (8, 1))
+    four, _ = _program(tmp_path / "b", "sum", (32, 8192), (8, 4))
+    cycles = [run(load(p, spyre).units, spyre).report.total_cycles for p in (one, four)]
+    assert cycles[1] < cycles[0]
 
 
 @pytest.mark.parametrize("op", sorted(REFERENCE))
@@ -85,3 +115,12 @@ def test_softmax_over_dim0_through_dram_matches_numpy(tmp_path, spyre):
     got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
     e = np.exp(x.astype(np.float32) - x.astype(np.float32).max(0, keepdims=True))
     np.testing.assert_allclose(got, e / e.sum(0, keepdims=True), rtol=1e-2, atol=1e-3)
+
+
+def test_two_reduced_dims_are_refused(tmp_path, spyre):
+    path, _ = _program(tmp_path, "sum", (64, 256), (1, 1))
+    data = json.loads(path.read_text())
+    data["tensors"]["y"]["shape"] = [1, 1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[0\].outputs: reductions lower over one dim"):
+        load(path, spyre)

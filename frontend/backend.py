@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
@@ -21,6 +22,7 @@ from .decompositions import decompositions
 from .options import parse_options
 from .runtime import CompiledGraph
 
+DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dynamic=False)"
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
 
 
@@ -33,7 +35,10 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         raise SpyreEmuError(TRAINING)
 
     def forward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> CompiledGraph:
-        return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, opts)
+        if any(isinstance(a, torch.SymInt) for a in aten_inputs):
+            raise SpyreEmuError(DYNAMIC)
+        with unset_fake_temporarily():  # constants the passes make are real tensors
+            return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, opts)
 
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)

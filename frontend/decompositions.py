@@ -40,7 +40,10 @@ def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, drop
     return torch.matmul(probs, value), logsumexp
 
 
+KEPT = (aten.silu.default,)  # its decomposition computes fp16 in float32; the card has a silu kernel
+
+
 def decompositions() -> dict[Any, Any]:
-    table = dict(core_aten_decompositions())
+    table = {op: fn for op, fn in core_aten_decompositions().items() if op not in KEPT}
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = _attention
     return table

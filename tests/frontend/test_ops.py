@@ -1,0 +1,96 @@
+"""Every ATen op the front end maps, against eager float32: shapes that need padding and broadcasting."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from spyre_emu.frontend import last_report  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _x(*shape, positive=False):
+    torch.manual_seed(sum(shape))
+    x = torch.randn(*shape)
+    return (x.abs() + 0.5 if positive else x).half()
+
+
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "relu": torch.relu, "silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "pow2": lambda x: x.pow(2), "pow3": lambda x: torch.pow(x, 3.0), "pow_neg2": lambda x: (x.abs() + 1).pow(-2),
+    "clamp": lambda x: x.clamp(-0.5, 0.7), "clamp_min": lambda x: x.clamp(min=0.1),
+    "scalar_ops": lambda x: (x * 0.5 + 1) / 3 - 2,
+}
+POSITIVE = {"log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal}
+
+
+@pytest.mark.parametrize("name", [*UNARY, *POSITIVE])
+@pytest.mark.parametrize("shape", [(4, 64), (3, 5, 70)])  # (3, 5, 70): a padded last stick
+def test_unary(check, name, shape):
+    fn = UNARY.get(name) or POSITIVE[name]
+    check(fn, _x(*shape, positive=name in POSITIVE))
+    assert last_report().fallbacks == []
+
+
+BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,
+          "minimum": torch.minimum, "add_alpha": lambda a, b: torch.add(a, b, alpha=2)}
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize(("a", "b"), [((8, 128), (8, 128)), ((2, 8, 96), (96,)), ((2, 8, 96), (2, 8, 1)),
+                                      ((6, 64), (6, 1))])
+def test_binary_with_broadcasting(check, name, a, b):
+    y = _x(*b, positive=True) if name == "div" else _x(*b)
+    check(BINARY[name], _x(*a), y)
+    assert last_report().fallbacks == []
+
+
+@pytest.mark.parametrize("op", [torch.gt, torch.ge, torch.lt, torch.le, torch.eq, torch.ne])
+def test_comparisons_and_where(check, op):
+    a, b = _x(4, 64), _x(4, 64)
+    b[0] = a[0]
+    check(lambda a, b: torch.where(op(a, b), a, b * 2), a, b)
+    assert last_report().fallbacks == []
+
+
+def test_where_with_scalar(check):
+    check(lambda x: torch.where(x > 0, x, 0.0), _x(5, 64))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.sum(-1), lambda x: x.mean(-1, keepdim=True), lambda x: x.amax(-1, keepdim=True),
+    lambda x: x.amin(-1), lambda x: x.sum(0), lambda x: x.mean((0, 1)), lambda x: x.amax(1, keepdim=True),
+    lambda x: x.sum(),
+], ids=["sum_last", "mean_last_keep", "amax_last", "amin_last", "sum0", "mean01", "amax1", "sum_all"])
+def test_reductions(check, fn):
+    check(fn, _x(3, 8, 64))
+
+
+@pytest.mark.parametrize(("a", "b"), [((16, 64), (64, 128)), ((24, 100), (100, 70)), ((1, 256), (256, 64))])
+def test_mm(check, a, b):
+    check(torch.mm, _x(*a), _x(*b))
+    assert last_report().fallbacks == []
+
+
+def test_bmm_and_addmm_and_linear(check):
+    check(torch.bmm, _x(4, 16, 64), _x(4, 64, 32))
+    check(torch.addmm, _x(32), _x(8, 64), _x(64, 32))
+    check(F.linear, _x(2, 8, 64), _x(96, 64), _x(96))
+
+
+def test_softmax_and_layer_norm(check):
+    check(lambda x: torch.softmax(x, -1), _x(4, 8, 100))
+    check(lambda x, w, b: F.layer_norm(x, (96,), w, b), _x(4, 96), _x(96), _x(96))
+    check(lambda x: F.layer_norm(x, (64,)), _x(3, 64))
+
+
+def test_embedding_cat_and_views(check):
+    ids = torch.tensor([[1, 5, 2], [0, 3, 3]])
+    check(lambda w, i: F.embedding(i, w) * 2, _x(8, 64), ids)
+    check(lambda a, b: torch.cat([a, b], -1).exp(), _x(4, 64), _x(4, 64))
+    check(lambda x: x.view(2, 4, 64).permute(1, 0, 2).reshape(4, 128).transpose(0, 1).sigmoid(), _x(8, 64))
+    check(lambda x: x[:, 1:3].unsqueeze(0).expand(2, 4, 2, 64).tanh(), _x(4, 4, 64))

@@ -21,14 +21,18 @@ from .lx import plan_lx
 from .matmul import plan_matmul
 from .pointwise import plan_pointwise
 from .reduction import constants, plan_reduction
+from .restickify import plan_restickify
+from .rowwise import constants as row_constants
+from .rowwise import plan_rowwise
 from .streams import CoreStreams, Item
 from .target import Planner, Target
 
 LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtime (high)
 LX_RESERVED_SHARE = 0.2
 MAX_SPAN_BYTES = 256 << 20  # a core may address at most 256 MB of one tensor (torch-spyre, high)
-FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction}
-LX_FAMILIES = {"pointwise", "reduction"}  # the families that read and write LX-resident tensors
+FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
+                                "rowwise": plan_rowwise, "restickify": plan_restickify}
+LX_FAMILIES = {"pointwise", "reduction", "rowwise"}  # the families that read and write LX-resident tensors
 
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
@@ -46,7 +50,8 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
         _barrier(kernel.name, added, last, stored)
         _check_spans(added, kernel, program.source)
         first = used if first is None else first
-    buffers = {name: _buffer(t) for name, t in program.tensors.items() if t.space == "dram"} | constants(program)
+    buffers = {name: _buffer(t) for name, t in program.tensors.items() if t.space == "dram"}
+    buffers |= constants(program) | row_constants(program)
     data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
                             "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
     if program.host_transfers and program.kernels:
@@ -61,8 +66,6 @@ def _buffer(tensor) -> dict[str, Any]:
 def _lower_kernel(target: Target, kernel: Kernel, cores: dict[int, CoreStreams]) -> list[int]:
     spec, program = OPS[kernel.op], target.program
     src = program.source
-    if spec.family not in FAMILIES:
-        raise ProgramError(f"op {kernel.op!r} ({spec.family}) has no lowering yet", src, kernel.path + ".op")
     tensors = [program.tensors[n] for n in (*kernel.inputs, *kernel.outputs)]
     if spec.family not in LX_FAMILIES and any(t.space != "dram" for t in tensors):
         raise ProgramError(f"{spec.family} kernels read and write DRAM tensors only so far", src, kernel.path)

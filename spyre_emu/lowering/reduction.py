@@ -28,7 +28,7 @@ from ..kernel_program.model import Kernel
 from .lx import Resident
 from .placement import as_runs, check_division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks, halves
-from .sfu import sfu_ops, stick_addrs
+from .sfu import fold, masked, sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit, Item
 from .target import Target
 
@@ -133,13 +133,9 @@ def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np
         return ops
     srcs = [s[lo:hi] for s in srcs]
     if share.masked:  # the padding lanes of the last stick become the op's identity
-        ops += sfu_ops("where", [np.full_like(pad, MASK), srcs[-1], np.full_like(pad, FILL)], pad, dt)
+        ops += masked(srcs[-1], pad, MASK, FILL, dt)
         srcs[-1] = pad
-    step = STEP[share.op]
-    ops += sfu_ops(step, srcs[:2], dst, dt) if len(srcs) > 1 else sfu_ops("copy", srcs, dst, dt)
-    for s in srcs[2:]:
-        ops += sfu_ops(step, [dst, s], dst, dt)
-    return ops
+    return ops + fold(STEP[share.op], srcs, dst, dt)
 
 
 def _combine_ops(share: Share, q: int, chunks_: int, unit: str, acc: np.ndarray,

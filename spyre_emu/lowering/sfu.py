@@ -51,3 +51,19 @@ def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str) ->
 def stick_addrs(base: int, n: int) -> np.ndarray:
     """Addresses of ``n`` consecutive sticks from ``base``."""
     return base + np.arange(n, dtype=np.int64) * STICK_BYTES
+
+
+def fold(step: str, srcs: list[np.ndarray], dst: np.ndarray, dtype: str) -> list[Item]:
+    """``dst`` = srcs[0] step srcs[1] step ... stick by stick (a copy of srcs[0] when alone)."""
+    if len(srcs) == 1:
+        return sfu_ops("copy", srcs, dst, dtype)
+    ops = sfu_ops(step, srcs[:2], dst, dtype)
+    for src in srcs[2:]:
+        ops += sfu_ops(step, [dst, src], dst, dtype)
+    return ops
+
+
+def masked(src: np.ndarray, pad: np.ndarray, mask: int, fill: int, dtype: str) -> list[Item]:
+    """``pad`` = ``src`` with its padding lanes replaced by the fill stick at ``fill`` (``where`` with
+    the lane mask stick at ``mask``): padding holds whatever earlier kernels wrote there."""
+    return sfu_ops("where", [np.full_like(pad, mask), src, np.full_like(pad, fill)], pad, dtype)

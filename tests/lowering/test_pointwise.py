@@ -9,6 +9,7 @@ import pytest
 from spyre_emu.errors import ProgramError
 from spyre_emu.host_data import _seeded_randn
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import FAMILIES
 from spyre_emu.pipeline import load, run
 from tests.conftest import ROOT
 
@@ -111,16 +112,8 @@ def test_more_slices_than_cores(tmp_path, spyre):
         load(path, spyre)
 
 
-def test_family_without_lowering_is_a_clear_error(tmp_path, spyre):
-    data = {"format": "spyre-emu.kernel-program", "version": 1,
-            "tensors": {"x": {"shape": [8, 64], "dtype": "fp16", "role": "input"},
-                        "y": {"shape": [8, 64], "dtype": "fp16", "role": "output"}},
-            "kernels": [{"op": "ReStickifyOpHBM", "inputs": ["x"], "outputs": ["y"], "dims": {"mb": 8, "out": 64},
-                         "work_division": {}}]}
-    path = tmp_path / "s.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(ProgramError, match="'ReStickifyOpHBM' .restickify. has no lowering yet"):
-        load(path, spyre)
+def test_every_op_family_has_a_lowering():
+    assert {spec.family for spec in OPS.values()} == set(FAMILIES)
 
 
 @pytest.mark.parametrize(("shape", "b_shape", "slices"), [

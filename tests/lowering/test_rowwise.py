@@ -1,0 +1,98 @@
+"""Row-wise kernels (softmax, layernorm, rmsnorm, layernormscale) against numpy, padded and split."""
+
+import json
+
+import numpy as np
+import pytest
+
+from spyre_emu.errors import ProgramError
+from spyre_emu.pipeline import load, run
+
+
+def _reference(op, x, w, b, eps):
+    x = x.astype(np.float32)
+    if op == "softmax":
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    if op == "rmsnorm":
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+    var = x.var(-1, keepdims=True)
+    if op == "layernormscale":
+        return 1 / np.sqrt(var + eps)
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(var + eps) * w + b
+
+
+def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5):
+    n = shape[-1]
+    rng = np.random.default_rng(4)
+    arrays = {"x": rng.standard_normal(shape).astype(np.float16),
+              "w": rng.uniform(0.5, 1.5, n).astype(np.float16), "b": rng.standard_normal(n).astype(np.float16)}
+    params = {"softmax": [], "layernormscale": [], "rmsnorm": ["w"], "layernorm": ["w", "b"]}[op]
+    y_shape = [*shape[:-1], 1] if op == "layernormscale" else list(shape)
+    tensors = {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
+               "y": {"shape": y_shape, "dtype": "fp16", "role": "output"}}
+    tensors |= {p: {"shape": [n], "dtype": "fp16", "role": "constant", "data": f"{p}.npy"} for p in params}
+    kernels = [{"op": op, "inputs": ["x", *params], "outputs": ["y"], "dims": {f"d{i}": s for i, s in enumerate(shape)},
+                "work_division": {f"d{i}": s for i, s in enumerate(slices)}}]
+    if op != "softmax":
+        kernels[0]["attrs"] = {"eps": eps}
+    if space == "lx":  # the row-wise kernel reads an LX copy of x and writes y to LX, then a copy to DRAM
+        tensors["xl"] = {**tensors["x"], "role": "intermediate", "space": "lx"}
+        tensors["yl"] = {**tensors["y"], "role": "intermediate", "space": "lx"}
+        tensors["xl"].pop("data")
+        copy = {"dims": kernels[0]["dims"], "work_division": kernels[0]["work_division"]}
+        kernels = [{"op": "identity", "inputs": ["x"], "outputs": ["xl"], **copy},
+                   {**kernels[0], "inputs": ["xl", *params], "outputs": ["yl"]},
+                   {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": {f"d{i}": s for i, s in
+                                                                                   enumerate(y_shape)},
+                    "work_division": kernels[0]["work_division"]}]
+    for name, a in arrays.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": kernels}))
+    return path, arrays
+
+
+OPS = ["softmax", "layernorm", "rmsnorm", "layernormscale"]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("shape", "slices"), [((64, 256), (8, 1)), ((63, 129), (7, 1)), ((3, 5, 100), (3, 1, 1))])
+def test_values_match_numpy(tmp_path, spyre, op, shape, slices):
+    path, a = _program(tmp_path, op, shape, slices)
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    want = _reference(op, a["x"], a["w"].astype(np.float32), a["b"].astype(np.float32), 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_operands_in_lx(tmp_path, spyre, op):
+    path, a = _program(tmp_path, op, (32, 192), (4, 1), space="lx")
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    want = _reference(op, a["x"], a["w"].astype(np.float32), a["b"].astype(np.float32), 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+def test_layernorm_costs_one_pass_over_dram(tmp_path, spyre):
+    """A fused layer norm reads x once and writes y once (plus weight, bias and constants per core)."""
+    path, _ = _program(tmp_path, "layernorm", (512, 1024), (32, 1))
+    dram = run(load(path, spyre).units, spyre).report.data["dram"]
+    x_bytes = 512 * 1024 * 2
+    assert dram["write_bytes"] == x_bytes
+    assert dram["read_bytes"] == x_bytes + 32 * (2 * 1024 * 2 + 5 * 128)
+
+
+def test_splitting_a_row_is_an_error(tmp_path, spyre):
+    path, _ = _program(tmp_path, "softmax", (64, 256), (1, 2))
+    with pytest.raises(ProgramError, match=r"work_division.d1: row-wise kernels keep each row on one core"):
+        load(path, spyre)
+
+
+def test_unknown_attribute_is_an_error(tmp_path, spyre):
+    path, _ = _program(tmp_path, "layernorm", (8, 64), (1, 1))
+    data = json.loads(path.read_text())
+    data["kernels"][0]["attrs"] = {"epsilon": 1e-5}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[0\].attrs.epsilon: layernorm takes no attribute 'epsilon'"):
+        load(path, spyre)

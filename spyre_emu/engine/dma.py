@@ -75,7 +75,10 @@ def issue_nb(st, u, t):
             chunk[k, L.K_UNIT] = u
             if op == L.OP_LOAD or op == L.OP_D2H:
                 chunk[k, L.K_LEFT] = 0
-                ok &= at_nb(st, t + hops_nb(cfg, us[u, L.U_STOP], mc) * cfg[L.C_HOP], L.EV_DRAM, k)
+                # Payload (unit, request number, slot): a unit's requests reaching a channel in the
+                # same cycle queue in issue order, not in the order of their wrapping slots.
+                arrive = t + hops_nb(cfg, us[u, L.U_STOP], mc) * cfg[L.C_HOP]
+                ok &= at_nb(st, arrive, L.EV_DRAM, u, us[u, L.U_CHUNK], k)
             else:
                 chunk[k, L.K_LEFT] = n
                 for _ in range(n):

@@ -88,7 +88,7 @@ def run_nb(st):
         if kind == L.EV_STICK:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
         elif kind == L.EV_DRAM:
-            ok = request_nb(st, p0, 0, t)
+            ok = request_nb(st, p2, 0, t)
         elif kind == L.EV_CHANNEL:
             ok = channel_nb(st, p0, t)
         elif kind == L.EV_WRITE_ACK:

@@ -78,3 +78,24 @@ def test_refresh_closes_rows_and_blocks(tiny_with, run_units):
     log = run_units(machine, {0: {"load": [_load(0), _load(128)]}})
     assert log.end.tolist() == [28, 74]
     assert int(log.channel_stats[0, 6]) == 1
+
+
+def test_same_cycle_requests_of_one_unit_queue_in_issue_order(tiny_with, run_units):
+    """Requests of one unit reaching a channel in the same cycle are queued in issue order,
+    however many requests the unit issued before (its request slots wrap around).
+
+    One channel, 256 B rows (each 256 B request is its own row index ri: bank (ri ^ ri // 2) % 2,
+    row ri // 2), 8 request slots (1 KB in flight). Seven 128 B loads of address 0 (bank 0 row 0):
+    the first ends at 28, each next one 18 later (row hit: request +4, data +9..+13, back +4,
+    done +1), the seventh at 136. The eighth loads 1 KB at 0: four requests, ri 0..3, issued as
+    the unit's requests 7..14 (slots 7, 0, 1, 2) and queued at T = 140 in that order:
+    ri 0 (b0 r0, hit): data T+5..T+13. ri 1 (b1, closed): ACT T, column T+10, data T+15..T+23.
+    ri 2 (b1 r1, conflict): PRE at ACT + tRAS = T+20, ACT T+27, column T+37, data T+42..T+50.
+    ri 3 (b0 r1, conflict): picked at T+37, PRE T+37, ACT T+44, column T+54, data T+59..T+67.
+    Its last stick leaves at T+67, lands at T+71 and is written; done T+72 = 212. (Served in
+    slot order instead, ri 0 would come last and conflict: done T+99.)
+    """
+    machine = tiny_with("dram.channels=1", "dram.row_bytes=256", "dma.max_burst_bytes=1024",
+                        "dma.max_inflight_bytes=1024")
+    log = run_units(machine, {0: {"load": [_load(0)] * 7 + [_load(0, 1024)]}})
+    assert log.end.tolist() == [28 + 18 * k for k in range(7)] + [212]

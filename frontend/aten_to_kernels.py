@@ -138,16 +138,22 @@ def _where(b: Builder, cond: Value, x: Any, y: Any) -> Value:
 
 
 def _reduce(b: Builder, x: Value, dims: Any = None, keepdim: bool = False, dtype: torch.dtype | None = None) -> Value:
-    """One kernel per reduced dim, innermost first, each keeping its dim; a view drops them after."""
+    """One kernel per run of adjacent reduced dims, the stick dim last, each keeping its dims."""
     _device(x)
     if dtype is not None and dtype != x.dtype:
         raise UnsupportedError(f"reduction to dtype {dtype}")
     rank = len(x.shape)
-    dims = [dims] if isinstance(dims, int) else list(dims or range(rank))
+    dims = sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims or range(rank))})
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][-1] == d - 1 and d != rank - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
     out, shape = x, list(x.shape)
-    for d in sorted({d % rank for d in dims}, reverse=True):
-        shape[d] = 1
-        out = b.kernel(REDUCTIONS[b.fx.target.overloadpacket], [out], shape, dim=d)
+    for run in sorted(runs, key=lambda r: (r[-1] == rank - 1, -r[0])):  # inner runs first, the stick dim last
+        shape = [1 if i in run else n for i, n in enumerate(shape)]
+        out = b.kernel(REDUCTIONS[b.fx.target.overloadpacket], [out], shape, dims=tuple(run))
     if not keepdim:
         out = _view_of(b, out, _out_shape(b))
     return out
@@ -175,23 +181,30 @@ def _addmm(b: Builder, bias: Value, x: Value, y: Value, beta: float = 1, alpha: 
 
 
 def _layer_norm(b: Builder, x: Value, shape: list[int], w: Value | None, bias: Value | None, eps: float) -> tuple:
+    """Spelled in primitives over the last dim; fusion makes it one ``layernorm`` kernel again."""
     _device(x)
     if len(shape) != 1:
         raise UnsupportedError("layer norm over more than the last dim")
-    users = {u.args[1] for u in b.fx.users if u.target is operator.getitem}
-    if users - {0}:
+    if {u.args[1] for u in b.fx.users if u.target is operator.getitem} - {0}:
         raise UnsupportedError("layer norm whose mean or rstd is used")
-    n = shape[0]
-    w = w if w is not None else b.value((n,), x.dtype, const=torch.ones(n, dtype=x.dtype))
-    bias = bias if bias is not None else b.value((n,), x.dtype, const=torch.zeros(n, dtype=x.dtype))
-    return b.kernel("layernorm", [x, w, bias], x.shape, eps=float(eps)), None, None
+    last, rows = (len(x.shape) - 1,), (*x.shape[:-1], 1)
+    mean = b.kernel("mean", [x], rows, dims=last)
+    centred = b.kernel("sub", [x, mean], x.shape)
+    var = b.kernel("mean", [b.kernel("mul", [centred, centred], x.shape)], rows, dims=last)
+    rstd = b.kernel("rsqrt", [b.kernel("add", [var, b.const(eps, var)], rows)], rows)
+    out = b.kernel("mul", [centred, rstd], x.shape)
+    out = out if w is None else b.kernel("mul", [out, w], x.shape)
+    return (out if bias is None else b.kernel("add", [out, bias], x.shape)), None, None
 
 
 def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool) -> Value:
+    """exp(x - max) / sum over the last dim, in primitives; fusion makes it one ``softmax`` kernel."""
     _device(x)
     if dim % len(x.shape) != len(x.shape) - 1 or half_to_float:
         raise UnsupportedError("softmax over a dim other than the last")
-    return b.kernel("softmax", [x], x.shape)
+    last, rows = (len(x.shape) - 1,), (*x.shape[:-1], 1)
+    e = b.kernel("exp", [b.kernel("sub", [x, b.kernel("max", [x], rows, dims=last)], x.shape)], x.shape)
+    return b.kernel("realdiv", [e, b.kernel("sum", [e], rows, dims=last)], x.shape)
 
 
 def _view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:

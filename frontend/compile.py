@@ -52,7 +52,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
     fuse(graph)
     nodes = list(graph.nodes)
     for i, node in enumerate(nodes):
-        node.name = f"k{i}_{node.op}" if node.is_kernel else f"h{i}"
+        _name(node, f"{i}")
     cores = options.cores or machine.cores.count
     lowered: dict[str, Program] = {}  # kernel program JSON -> its lowering, across retries
     while True:
@@ -67,10 +67,21 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         if refused is None:
             break
         node, message = refused
-        node.host, node.reason = "fallback", f"the lowering refuses it: {message}"
+        if node.unfused:  # run the chain it was fused from instead
+            at = nodes.index(node)
+            nodes[at:at + 1] = node.unfused
+        else:
+            node.host, node.reason = "fallback", f"the lowering refuses it: {message}"
     _mark_constants(graph)
     _apply_policy(graph, options)
     return Compiled(graph, steps, programs, crossings(graph))
+
+
+def _name(node: Node, index: str) -> None:
+    """Stable names across retries; a fused kernel's chain is named after it (k5_0_exp, ...)."""
+    node.name = f"k{index}_{node.op}" if node.is_kernel else f"h{index}"
+    for j, part in enumerate(node.unfused):
+        _name(part, f"{index}_{j}")
 
 
 def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Program | tuple[Node, str]:

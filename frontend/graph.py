@@ -62,6 +62,7 @@ class Node:
     slices: dict[str, int] = field(default_factory=dict)
     name: str = ""
     tensors: list[str] = field(default_factory=list)   # device tensors of the inputs, then the output
+    unfused: list[Node] = field(default_factory=list)  # a fused kernel's chain of primitives, in order
 
     @property
     def is_kernel(self) -> bool:

@@ -21,9 +21,8 @@ def _norm(x: torch.Tensor, eps: float, rms: bool) -> torch.Tensor:
 
 
 def _reduce(fn: Callable[..., torch.Tensor]) -> Ref:
-    def ref(x: torch.Tensor, *, dim: int, **_: Any) -> torch.Tensor:
-        out = fn(x, dim, keepdim=True)
-        return out.values if hasattr(out, "values") else out
+    def ref(x: torch.Tensor, *, dims: tuple[int, ...]) -> torch.Tensor:
+        return fn(x, dims, keepdim=True)
     return ref
 
 
@@ -43,7 +42,7 @@ COMPARISONS = {"greater", "greaterequal", "less", "lessequal", "equal", "notequa
 REFERENCE: dict[str, Ref] = {
     **UNARY, **BINARY,
     "where3": lambda c, a, b: torch.where(c != 0, a, b),
-    "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.max), "min": _reduce(torch.min),
+    "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
     "batchmatmul": torch.matmul,
     "softmax": lambda x: torch.softmax(x, -1),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,

@@ -84,12 +84,12 @@ def _operand_shapes(node: Node) -> list[tuple[tuple[int, ...], tuple[int, ...] |
     if node.op == "batchmatmul":
         return [(v.shape, None) for v in (*node.inputs, out)]
     if node.op in REDUCTIONS:
-        x, d = node.inputs[0], node.attrs["dim"]
-        if d == len(x.shape) - 1:
+        x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
+        if hi == len(x.shape) - 1:
             full = current(x) or rows_shape(x.shape)
             return [(full, None), ((*full[:-1], 1), None)]
-        s = x.shape
-        full = (math.prod(s[:d]), s[d], math.prod(s[d + 1:-1]), s[-1])
+        s = x.shape  # the reduced dims lo..hi become one device dim
+        full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])
         return [(full, None), ((full[0], 1, *full[2:]), None)]
     kept = _kept_dims(node)
     return [*(_broadcast(v.shape, out.shape, kept) for v in node.inputs), (rows_shape(out.shape, kept), None)]

@@ -27,7 +27,7 @@ from .options import Options
 from .program import Segment
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-SEMANTIC_ATTRS = ("dim", "eps")   # kernel attrs the torch reference of an op reads
+SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
 
 
 class CompiledGraph:

@@ -3,7 +3,8 @@
 Slices are exact divisors counted in whole sticks (the stick dim in sticks, the others in
 elements), because the lowering gives every core an equal piece of whole sticks. Output dims
 are split, outer dims first; a reduced dim never is (its partial results would need combining
-across cores). A matmul's split over batch, rows and columns is chosen by a cost estimate: the
+across cores), nor the last dim of a row-wise kernel (softmax, the norms). A matmul's split
+over batch, rows and columns is chosen by a cost estimate: the
 larger of the DRAM time (each core reads its rows of A and its columns of B) and the PT time of
 the busiest core. On a prefill matmul this prefers a split such as (8, 4) to (32, 1), which
 makes every core read all of B: torch-spyre issue 2407 measures (8, 4, 1) 2-2.6x faster.
@@ -18,6 +19,7 @@ from spyre_emu.config import STICK_BYTES, Machine
 from .graph import Graph, Node
 from .layout import REDUCTIONS
 
+ROWWISE = ("softmax", "layernorm", "rmsnorm")  # each row on one core: the last dim is not split
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 
@@ -44,8 +46,10 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int) -> None:
         return
     space = shapes[0] if node.op in REDUCTIONS else shapes[-1]
     names = dim_names(len(space))
-    reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m] \
-        if node.op in REDUCTIONS else []
+    if node.op in REDUCTIONS:
+        reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m]
+    else:
+        reduced = [len(space) - 1] if node.op in ROWWISE else []
     units = [-(-n // STICK) if i == len(space) - 1 else n for i, n in enumerate(space)]
     node.dims = dict(zip(names, space, strict=True))
     node.slices = dict(zip(names, _greedy(units, [i not in reduced for i in range(len(units))], cores),

@@ -57,6 +57,7 @@ class _Importer:
         self.tensors: dict[str, dict[str, Any]] = {}
         self.written: set[str] = set()
         self.labels: dict[str, list[str]] = {}  # argument -> SDSC dim label of each host dim
+        self.lx: dict[int, str] = {}  # LX start offset -> the tensor written there last
 
     def fail(self, message: str, file: str | None = None, path: str | None = None) -> ProgramError:
         return ProgramError(message, str(self.dir / file) if file else str(self.dir), path)
@@ -74,13 +75,20 @@ def import_sdsc(directory: str | Path) -> dict[str, Any]:
         imp.notes.append("no bundle.mlir: kernel arguments follow file and ldsIdx_ order; DRAM offsets unchecked")
     kernels = [_guarded_kernel(imp, i, name, symbols.get(name) if symbols else None) for i, name in enumerate(files)]
     for name, spec in imp.tensors.items():
-        spec["role"] = "output" if name in imp.written else "input"
+        if spec.get("space") != "lx":
+            spec["role"] = "output" if name in imp.written else "input"
     if imp.unknown:
         imp.notes.append("ignored unknown SDSC fields: " + ", ".join(sorted(imp.unknown)))
     program = {"format": FORMAT, "version": 1, "note": "\n".join(imp.notes),
-               "tensors": dict(sorted(imp.tensors.items(), key=lambda kv: int(kv[0][3:]))), "kernels": kernels}
+               "tensors": dict(sorted(imp.tensors.items(), key=_tensor_order)), "kernels": kernels}
     parse_kernel_program(program, str(imp.dir))  # what we write must load
     return program
+
+
+def _tensor_order(item: tuple[str, Any]) -> tuple[int, int]:
+    """Kernel arguments by number, then the LX intermediates (in the order they were written)."""
+    name, spec = item
+    return (1, 0) if spec.get("space") == "lx" else (0, int(name[3:]))
 
 
 def _guarded_kernel(imp: _Importer, i: int, name: str, symbols: dict | None) -> dict[str, Any]:
@@ -171,7 +179,7 @@ def _kernel(imp: _Importer, i: int, name: str, symbols: dict[int, tuple[int, int
     _check_supported(imp, name, key, sdsc, dsc)
     dims = {k.rstrip("_"): int(v) for k, v in dsc["N_"].items() if k != "name_"}
     role_in, role_out = _roles(imp, name, where, dsc)
-    args = _tensors(imp, name, where, dsc, symbols, sdsc["numWkSlicesPerDim_"])
+    args = _tensors(imp, name, where, dsc, symbols, sdsc["numWkSlicesPerDim_"], role_out[0])
     out = args[role_out[0]]
     order = imp.labels[out] + [d for d in dims if d not in imp.labels[out]]
     slices = {d: int(sdsc["numWkSlicesPerDim_"].get(d, 1)) for d in order}
@@ -219,29 +227,56 @@ def _roles(imp: _Importer, name: str, where: str, dsc: dict) -> tuple[list[int],
 # --- tensors ------------------------------------------------------------------------------------
 
 def _tensors(imp: _Importer, name: str, where: str, dsc: dict, symbols: dict | None,
-             division: dict[str, int]) -> dict[int, str]:
-    """Each allocate node -> a kernel argument (registered in ``imp.tensors``); ``ldsIdx_ -> name``."""
+             division: dict[str, int], output: int) -> dict[int, str]:
+    """Each allocate node -> a tensor name (registered in ``imp.tensors``); ``ldsIdx_ -> name``.
+
+    DRAM ("hbm") tensors are kernel arguments; LX tensors are named by their LX offset and
+    written version, so a kernel reads what the last writer of that offset left there (inputs are
+    resolved before the output, which may reuse an input's offset)."""
     lds = {d["ldsIdx_"]: d for d in dsc["labeledDs_"]}
     args: dict[int, str] = {}
-    for j, node in enumerate(dsc["scheduleTree_"]):
+    nodes = sorted(enumerate(dsc["scheduleTree_"]), key=lambda jn: jn[1].get("ldsIdx_") == output)
+    for j, node in nodes:
         path = f"{where}.scheduleTree_[{j}]"
         _unknown(imp, node, "node", "scheduleTree_[]")
         if node.get("nodeType_") != "allocate" or node.get("indirectAllocType_", "no_indirection") != "no_indirection":
             raise imp.fail(f"schedule node {node.get('name_')!r} is not a plain allocate", name, path)
         desc = lds[node["ldsIdx_"]]
         _unknown(imp, desc, "lds", "labeledDs_[]")
-        if node["component_"] != "hbm":
-            raise imp.fail(f"{desc['dsName_']} lives only in {node['component_']} (an on-chip intermediate); "
-                           "kernel programs cannot place tensors in LX yet", name, path)
         spec, labels = _tensor_spec(imp, name, path, node, desc)
         starts = _starts(node)
-        arg = _argument(imp, name, path, starts, symbols)
-        _merge(imp, name, path, arg, spec)
+        if node["component_"] == "lx":
+            arg = _lx_tensor(imp, name, path, starts, spec, node["ldsIdx_"] == output)
+        elif node["component_"] == "hbm":
+            arg = _argument(imp, name, path, starts, symbols)
+            _merge(imp, name, path, arg, spec)
+            if symbols is not None:
+                _check_offsets(imp, name, path, spec, labels, node, starts, symbols, division)
+        else:
+            raise imp.fail(f"{desc['dsName_']} lives in {node['component_']!r}; expected hbm or lx", name, path)
         imp.labels[arg] = labels
-        if symbols is not None:
-            _check_offsets(imp, name, path, spec, labels, node, starts, symbols, division)
         args[node["ldsIdx_"]] = arg
     return args
+
+
+def _lx_tensor(imp: _Importer, name: str, path: str, starts: dict[int, int], spec: dict[str, Any],
+               written: bool) -> str:
+    """The LX tensor at this node's offset: a new version when the kernel writes it."""
+    offsets = set(starts.values())
+    if len(offsets) != 1:
+        raise imp.fail(f"an LX tensor at different offsets per core {sorted(offsets)} is not imported", name, path)
+    offset = offsets.pop()
+    if not written:
+        if offset not in imp.lx:
+            raise imp.fail(f"reads LX offset {offset} before any kernel wrote it", name, path)
+        return imp.lx[offset]
+    arg = f"lx{offset}" + (f"_{sum(1 for t in imp.tensors if t.startswith(f'lx{offset}'))}"
+                           if f"lx{offset}" in imp.tensors else "")
+    imp.tensors[arg] = {**spec, "role": "intermediate", "space": "lx"}
+    imp.lx[offset] = arg
+    if not any("LX offsets" in n for n in imp.notes):
+        imp.notes.append("LX offsets of the files name the on-chip tensors; spyre-emu allocates their LX itself")
+    return arg
 
 
 def _tensor_spec(imp: _Importer, name: str, path: str, node: dict, desc: dict) -> tuple[dict[str, Any], list[str]]:

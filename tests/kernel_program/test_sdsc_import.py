@@ -16,9 +16,11 @@ from spyre_emu.pipeline import load, run
 
 EXAMPLES = ["add", "add_3d", "exp", "mul_bf16", "mean_keepdim", "mm", "bmm", "softmax"]
 REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply,
-             "mean_keepdim": lambda x: x.mean(axis=-1, keepdims=True), "mm": np.matmul, "bmm": np.matmul}
+             "mean_keepdim": lambda x: x.mean(axis=-1, keepdims=True), "mm": np.matmul, "bmm": np.matmul,
+             "softmax": lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(
+                 -1, keepdims=True)}
 EXPECTED_OP = {"add": "add", "add_3d": "add", "exp": "exp", "mul_bf16": "mul", "mean_keepdim": "mean",
-               "mm": "batchmatmul", "bmm": "batchmatmul"}
+               "mm": "batchmatmul", "bmm": "batchmatmul", "softmax": "realdiv"}
 
 
 def _examples():
@@ -31,25 +33,34 @@ def _manifest():
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_example_imports_or_fails_clearly(name):
-    folder = _examples() / name
-    if name == "softmax":  # its intermediates live in LX only, which kernel programs cannot place
-        with pytest.raises(ProgramError, match=r"sdsc_0\.json: .*Tensor1 lives only in lx") as info:
-            import_sdsc(folder)
-        assert "\n" not in str(info.value)
-        return
-    program = import_sdsc(folder)
+    program = import_sdsc(_examples() / name)
     parse_kernel_program(program, "imported.json")
     spec = _manifest()[name]
-    tensors = program["tensors"]
+    args = _arguments(program)
     # kernel arguments are the inputs in order, then the output (the manifest's convention)
-    assert [t["shape"] for t in tensors.values()] == [*spec["inputs"], spec["output"]]
-    assert [t["role"] for t in tensors.values()] == ["input"] * len(spec["inputs"]) + ["output"]
-    assert {t["dtype"] for t in tensors.values()} == {"fp16"}  # mul_bf16 too: the files say SEN169_FP16
-    (kernel,) = program["kernels"]
+    assert [t["shape"] for t in args.values()] == [*spec["inputs"], spec["output"]]
+    assert [t["role"] for t in args.values()] == ["input"] * len(spec["inputs"]) + ["output"]
+    assert {t["dtype"] for t in program["tensors"].values()} == {"fp16"}  # mul_bf16 too: the files say SEN169_FP16
+    kernel = program["kernels"][-1]
     assert kernel["op"] == EXPECTED_OP[name]
-    assert kernel["outputs"] == [list(tensors)[-1]]
-    assert kernel["inputs"] == list(tensors)[:-1]
+    assert kernel["outputs"] == [list(args)[-1]]
+    assert program["kernels"][0]["inputs"] == list(args)[:-1]
     assert "DLFloat16" in program["note"]
+
+
+def _arguments(program):
+    """The DRAM tensors: the kernel arguments (LX intermediates are not)."""
+    return {n: t for n, t in program["tensors"].items() if t.get("space", "dram") == "dram"}
+
+
+def test_softmax_chains_its_lx_intermediates():
+    program = import_sdsc(_examples() / "softmax")
+    kernels = [(k["op"], k["inputs"], k["outputs"]) for k in program["kernels"]]
+    assert kernels == [("identity", ["arg0"], ["lx2048"]), ("max", ["lx2048"], ["lx0"]),
+                       ("sub", ["lx2048", "lx0"], ["lx34816"]), ("exp", ["lx34816"], ["lx2048_1"]),
+                       ("sum", ["lx2048_1"], ["lx0_1"]), ("realdiv", ["lx2048_1", "lx0_1"], ["arg1"])]
+    assert program["tensors"]["lx0"]["shape"] == [512, 1]
+    assert {t["space"] for n, t in program["tensors"].items() if n.startswith("lx")} == {"lx"}
 
 
 def test_dims_follow_the_output_host_order():
@@ -89,7 +100,7 @@ def test_examples_match_the_reference(name, tmp_path, spyre):
     path.write_text(json.dumps(program))
     files, values = _inputs(tmp_path, program, spec["dtype"])
     result = run(load(path, spyre), spyre, functional=True, inputs=files)
-    out = result.outputs[list(program["tensors"])[-1]].astype(np.float32)
+    out = result.outputs[list(_arguments(program))[-1]].astype(np.float32)
     reference = to_f32(from_f32(REFERENCE[name](*values), spec["dtype"]), spec["dtype"]).reshape(out.shape)
     assert np.allclose(out, reference, atol=spec["atol"], rtol=spec["rtol"])
     assert result.report.data["total_cycles"] > 0
@@ -167,6 +178,17 @@ def test_cli_bad_directory_exits_2_with_one_line(tmp_path, capsys):
     assert err.count("\n") == 1
     assert "not a directory" in err
     assert not out.exists()
-    assert main(["import-sdsc", str(_examples() / "softmax"), "-o", str(out)]) == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    folder = _copy(tmp_path, "softmax")
+    _edit(folder, "sdsc_1.json", lambda sdsc: sdsc["dscs_"][0]["max"]["scheduleTree_"][0][
+        "startAddressCoreCorelet_"]["data_"].update({k: "4096" for k in ("[0, 0, 0]",)}))
+    assert main(["import-sdsc", str(folder), "-o", str(out)]) == 2
+    assert "different offsets per core" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_lx_read_nobody_wrote_fails(tmp_path):
+    folder = _copy(tmp_path, "softmax")
+    _edit(folder, "sdsc_1.json", lambda sdsc: sdsc["dscs_"][0]["max"]["scheduleTree_"][0][
+        "startAddressCoreCorelet_"].update(data_={f"[{c}, 0, 0]": "4096" for c in range(32)}))
+    with pytest.raises(ProgramError, match=r"sdsc_1\.json: .*reads LX offset 4096 before any kernel wrote it"):
+        import_sdsc(folder)

@@ -1,0 +1,66 @@
+"""Transformer blocks at small dims through torch.compile, against eager float32."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend import last_report  # noqa: E402
+
+from tests.frontend import models  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _x(*shape):
+    torch.manual_seed(sum(shape))
+    return torch.randn(*shape).half()
+
+
+def _model(cls, *args):
+    torch.manual_seed(1)
+    return cls(*args).half().eval()
+
+
+def test_swiglu_mlp(check):
+    check(_model(models.SwiGLU, 64, 192), _x(1, 16, 64))
+    assert [k["op"] for k in last_report().kernels].count("silu") == 1
+
+
+def test_rms_norm(check):
+    check(_model(models.RMSNorm, 128), _x(2, 8, 128))
+    assert [k["op"] for k in last_report().kernels] == ["rmsnorm"]
+
+
+def test_layer_norm(check):
+    check(_model(torch.nn.LayerNorm, 96), _x(2, 8, 96))
+    assert [k["op"] for k in last_report().kernels] == ["layernorm"]
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2], ids=["multi_head", "grouped_query"])
+def test_attention(check, kv_heads):
+    check(_model(models.Attention, 128, 4, kv_heads), _x(1, 16, 128))
+    ops = [k["op"] for k in last_report().kernels]
+    assert ops.count("softmax") == 1
+    assert ops.count("batchmatmul") == 6
+
+
+def test_gpt2_block(check):
+    check(_model(models.GPT2Block, 128, 2), _x(1, 16, 128))
+    ops = [k["op"] for k in last_report().kernels]
+    assert ops.count("gelufwd") == 1
+    assert ops.count("layernorm") == 2
+
+
+def test_bert_layer(check):
+    check(_model(models.BertLayer, 128, 2, 256), _x(2, 8, 128))
+
+
+def test_llama_layer(check):
+    layer = _model(models.LlamaLayer, 128, 4, 2, 256)
+    cos, sin = models.rope(16, 32)
+    check(layer, _x(1, 16, 128), cos, sin)
+    rep = last_report()
+    assert rep.fallbacks == []
+    assert {"rmsnorm", "softmax", "silu", "batchmatmul"} <= {k["op"] for k in rep.kernels}

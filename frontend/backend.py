@@ -18,7 +18,7 @@ from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
 
 from .compile import compile_graph
-from .decompositions import decompositions
+from .decompositions import decompositions, rewrite_attention
 from .options import parse_options
 from .runtime import CompiledGraph
 
@@ -43,5 +43,6 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)
 
+    rewrite_attention(gm)
     return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
         gm, example_inputs)

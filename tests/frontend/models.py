@@ -46,18 +46,18 @@ class Attention(nn.Module):
         self.v = nn.Linear(dim, kv_heads * self.head_dim, bias=bias)
         self.o = nn.Linear(dim, dim, bias=bias)
 
-    def forward(self, x, rope=None, past=None):
+    def forward(self, x, rope=None, cache=None):
+        """``cache``: (keys, values) of a static KV cache that already holds this step's slot (decode)."""
         b, s, _ = x.shape
         q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
         k = self.k(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(x).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
-        if past is not None:
-            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal and past is None,
+        keys, values = (k, v) if cache is None else cache
+        out = F.scaled_dot_product_attention(q, keys, values, is_causal=self.causal and cache is None,
                                              enable_gqa=self.kv_heads != self.heads)
-        return self.o(out.transpose(1, 2).reshape(b, s, -1))
+        return self.o(out.transpose(1, 2).reshape(b, s, -1)), k, v
 
 
 class LlamaLayer(nn.Module):
@@ -66,10 +66,12 @@ class LlamaLayer(nn.Module):
         self.norm1, self.norm2 = RMSNorm(dim), RMSNorm(dim)
         self.attn, self.mlp = Attention(dim, heads, kv_heads), SwiGLU(dim, hidden)
 
-    def forward(self, x, cos, sin, past_k=None, past_v=None):
-        past = None if past_k is None else (past_k, past_v)
-        h = x + self.attn(self.norm1(x), (cos, sin), past)
-        return h + self.mlp(self.norm2(h))
+    def forward(self, x, cos, sin, cache_k=None, cache_v=None):
+        """The layer's output and this step's keys and values (for the cache)."""
+        cache = None if cache_k is None else (cache_k, cache_v)
+        attn, k, v = self.attn(self.norm1(x), (cos, sin), cache)
+        h = x + attn
+        return h + self.mlp(self.norm2(h)), k, v
 
 
 def rope(seq: int, head_dim: int, start: int = 0, dtype=torch.float16, device=None):
@@ -91,7 +93,7 @@ class GPT2Block(nn.Module):
         self.fc, self.proj = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
     def forward(self, x):
-        h = x + self.attn(self.ln1(x))
+        h = x + self.attn(self.ln1(x))[0]
         return h + self.proj(gelu_new(self.fc(self.ln2(h))))
 
 
@@ -103,5 +105,5 @@ class BertLayer(nn.Module):
         self.fc, self.out = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
 
     def forward(self, x):
-        h = self.ln1(x + self.attn(x))
+        h = self.ln1(x + self.attn(x)[0])
         return self.ln2(h + self.out(F.gelu(self.fc(h))))

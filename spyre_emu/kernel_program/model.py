@@ -36,6 +36,7 @@ class Kernel:
     slices: dict[str, int]
     path: str
     attrs: dict[str, float | bool] = field(default_factory=dict)  # op attributes, defaults filled in
+    steps: int | None = None  # each core's share in this many double-buffered steps (None: as LX allows)
 
     @property
     def cores(self) -> int:

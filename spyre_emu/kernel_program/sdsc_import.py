@@ -23,6 +23,7 @@ from ..errors import ProgramError
 from .layout import default_layout, elems_per_stick
 from .load import FORMAT, parse_kernel_program
 from .ops import OPS
+from .sdsc_bundle import read_bundle
 
 # IBM's DLFloat16 (SEN169) is simulated as IEEE fp16, as numerics/ does for every fp16 tensor.
 DTYPES = {"SEN169_FP16": "fp16", "IEEE_FP32": "fp32"}
@@ -42,9 +43,6 @@ KNOWN = {
     "op": {"exUnit", "opFuncName", "attributes_", "location", "inputLabeledDs", "outputLabeledDs"},
 }
 
-_EXECUTE = re.compile(r"sdsc_execute\s*\(([^)]*)\)\s*\{([^}]*)\}")
-_DEF = re.compile(r"%(\w+)\s*=\s*(sdscbundle\.input_arg_extract value from %arg_(\d+)_base_addr"
-                  r"|arith\.constant\s+(-?\d+)|arith\.addi\s+%(\w+)\s*,\s*%(\w+))")
 
 
 class _Importer:
@@ -68,7 +66,7 @@ def import_sdsc(directory: str | Path) -> dict[str, Any]:
     imp = _Importer(Path(directory))
     if not imp.dir.is_dir():
         raise imp.fail("not a directory")
-    bundle = _read_bundle(imp)
+    bundle = read_bundle(imp.dir)
     files = [name for name, _ in bundle] if bundle is not None else _sdsc_files(imp)
     symbols = dict(bundle) if bundle is not None else None
     if bundle is None:
@@ -114,50 +112,6 @@ def _read_json(imp: _Importer, name: str) -> Any:
         raise imp.fail(f"cannot read: {exc.strerror}", name) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise imp.fail(f"not JSON: {exc}", name) from None
-
-
-# --- bundle.mlir: which kernel argument and byte offset each symbol stands for -------------------
-
-def _read_bundle(imp: _Importer) -> list[tuple[str, dict[int, tuple[int, int]]]] | None:
-    """Per ``sdsc_execute`` in order: its file and ``{symbol id: (argument, byte offset)}``.
-
-    The operands are SSA values built from the arguments by ``arith.constant``/``arith.addi``;
-    they are evaluated rather than decoded from their names, which are only a convention.
-    """
-    path = imp.dir / "bundle.mlir"
-    if not path.is_file():
-        return None
-    text = path.read_text(errors="replace")
-    values = _ssa_values(text)
-    out = []
-    for i, m in enumerate(_EXECUTE.finditer(text)):
-        where = f"sdsc_execute[{i}]"
-        file = re.search(r'sdsc_filename\s*=\s*"([^"]+)"', m.group(2))
-        ids = re.search(r'symbol_ids"?\s*=\s*\[([^\]]*)\]', m.group(2))
-        if not file or not ids:
-            raise imp.fail("sdsc_execute without sdsc_filename or symbol_ids", "bundle.mlir", where)
-        operands = re.findall(r"%(\w+)", m.group(1))
-        id_list = [int(s) for s in ids.group(1).replace(" ", "").split(",") if s]
-        if len(operands) != len(id_list) or any(values.get(o, (None,))[0] is None for o in operands):
-            raise imp.fail("operands do not match symbol_ids or are not argument addresses", "bundle.mlir", where)
-        out.append((file.group(1), {s: values[o] for s, o in zip(id_list, operands, strict=True)}))
-    if not out:
-        raise imp.fail("no sdsc_execute", "bundle.mlir")
-    return out
-
-
-def _ssa_values(text: str) -> dict[str, tuple[int | None, int]]:
-    """``%name -> (argument or None, offset)`` for the address arithmetic of the launch function."""
-    values: dict[str, tuple[int | None, int]] = {}
-    for name, _, arg, const, lhs, rhs in _DEF.findall(text):
-        if arg:
-            values[name] = (int(arg), 0)
-        elif const:
-            values[name] = (None, int(const))
-        elif lhs in values and rhs in values:
-            (a, x), (b, y) = values[lhs], values[rhs]
-            values[name] = (a if a is not None else b, x + y)
-    return values
 
 
 # --- one SDSC file -> one kernel --------------------------------------------------------------

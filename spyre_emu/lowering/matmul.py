@@ -24,7 +24,7 @@ from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .placement import Runs, as_runs, check_division, slice_index, stick_of
 from .streams import CoreStreams, Emit
-from .target import Target
+from .target import Stepper, Target
 
 
 def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
@@ -64,19 +64,19 @@ class Operands:
 
 
 def lower_matmul(core: CoreStreams, *, operands: list[Operands], k: int, m_block: tuple[int, int],
-                 n_groups: tuple[int, int], block: int, lx_sticks: int, rows_per_pass: int) -> None:
+                 n_groups: tuple[int, int], block: int, lx_sticks: int, rows_per_pass: int, step: Stepper) -> None:
     """Append one core's share: per batch in ``operands``, rows [m0, m0 + rows) of C and column
     groups [g0, g0 + groups), ``block`` groups at a time, each after the previous is stored."""
     (m0, rows), (g0, groups) = m_block, n_groups
-    tag, step = core.tag, 0
+    tag, done = core.tag, 0
     for ops in operands:
         for first in range(g0, g0 + groups, block):
             size = min(block, g0 + groups - first)
-            core.tag = f"{tag}n{step}."
-            chunk = tile_chunk(-(-k // 64), rows, size, lx_sticks)
+            core.tag = f"{tag}n{done}."
+            chunk = step(-(-k // 64), tile_chunk(-(-k // 64), rows, size, lx_sticks))
             _column_block(core, ops, k, (m0, rows), (first, size), chunk, rows_per_pass,
-                          after=f"{tag}n{step - 1}.stored" if step else None)
-            step += 1
+                          after=f"{tag}n{done - 1}.stored" if done else None)
+            done += 1
     core.tag = tag
 
 
@@ -156,7 +156,8 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         batches = [index["x"] * per_x + i for i in range(per_x)] if batched else [None]
         shares[core] = partial(lower_matmul, operands=[Operands(names, (a, b, c), x) for x in batches], k=k,
                                m_block=(index["mb"] * rows, rows), n_groups=(index["out"] * groups, groups),
-                               block=block, lx_sticks=lx_sticks, rows_per_pass=machine.pt.rows_per_pass)
+                               block=block, lx_sticks=lx_sticks, rows_per_pass=machine.pt.rows_per_pass,
+                               step=target.stepper(kernel))
     return shares
 
 

@@ -25,7 +25,7 @@ from .lx import Resident
 from .placement import Runs, as_runs, check_division, core_runs, stick_hosts, stick_of
 from .sfu import sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit
-from .target import Target
+from .target import Stepper, Target
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,11 @@ def halves(n: int) -> dict[str, tuple[int, int]]:
 
 
 def lower_pointwise(core: CoreStreams, *, steps: tuple[Step, ...], inputs: list[Operand], output: str,
-                    runs: Runs, out_home: Resident | None, budget: int, dtype: str, where: tuple[str, str]) -> None:
+                    runs: Runs, out_home: Resident | None, budget: int, step: Stepper, dtype: str,
+                    where: tuple[str, str]) -> None:
     """Append one core's share of a pointwise kernel to its unit streams."""
-    chunk = budget // (2 * (len(inputs) + 1))
     out_ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+    chunk = step(len(out_ids), budget // (2 * (len(inputs) + 1)))
     pos = 0
     for q, piece in enumerate(chunks(runs, chunk)):
         n = sum(count for _, count in piece)
@@ -140,6 +141,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                                   target.residents.get(t.name), t.layout == out))
         shares[core] = partial(lower_pointwise, steps=steps, inputs=inputs, output=tensors[-1].name, runs=runs,
                                out_home=target.residents.get(tensors[-1].name), budget=target.budget,
+                               step=target.stepper(kernel),
                                dtype=out.dtype, where=(src, kernel.path))
     return shares
 

@@ -30,7 +30,7 @@ from .placement import as_runs, check_division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks, halves
 from .sfu import fold, masked, sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit, Item
-from .target import Target
+from .target import Stepper, Target
 
 SCALE, MASK, FILL = 0, STICK_BYTES, 2 * STICK_BYTES  # the constant sticks at LX 0 of a reducing core
 CONSTANTS = 3
@@ -66,9 +66,9 @@ class Share:
         return len(self.x_ids) + 3 + self.group - 1
 
 
-def lower_reduction(core: CoreStreams, share: Share, budget: int) -> None:
+def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper) -> None:
     positions = len(share.x_ids)
-    chunk = max(1, (budget - CONSTANTS) // (2 * share.room))
+    chunk = step(len(share.y_ids), (budget - CONSTANTS) // (2 * share.room))
     consts = core.dma("load", share.constants, [(0, CONSTANTS)], 0) if share.constants else []
     pieces = chunks(as_runs(share.y_ids), chunk)
     sizes = [sum(c for _, c in piece) for piece in pieces]
@@ -222,7 +222,8 @@ def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                           member, int(home), group, constants_buffer(kernel) if _needs_constants(target.program,
                                                                                                  kernel) else None,
                           x.dtype, (src, where))
-            shares[int(home) + member * weight] = partial(lower_reduction, share=share, budget=target.budget)
+            shares[int(home) + member * weight] = partial(lower_reduction, share=share, budget=target.budget,
+                                                               step=target.stepper(kernel))
     return shares
 
 

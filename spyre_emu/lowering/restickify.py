@@ -19,13 +19,13 @@ from ..kernel_program import Tensor, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import check_division, core_runs, stick_hosts, stick_of
 from .streams import CoreStreams, Emit, Item
-from .target import Target
+from .target import Stepper, Target
 
 
 def lower_blocks(core: CoreStreams, *, x: str, y: str, blocks: list[tuple[np.ndarray, np.ndarray]], lanes: int,
-                 budget: int, dtype: str) -> None:
+                 budget: int, step: Stepper, dtype: str) -> None:
     """Each block: (the input sticks side by side, the output sticks in block order; -1 = absent)."""
-    per_set = max(1, budget // (4 * lanes))  # blocks per buffer set: input and output, two sets
+    per_set = step(len(blocks), budget // (4 * lanes))  # blocks per buffer set: input and output, two sets
     for q, start in enumerate(range(0, len(blocks), per_set)):
         base = (q % 2) * 2 * per_set * lanes * STICK_BYTES
         out_base = base + per_set * lanes * STICK_BYTES
@@ -42,9 +42,9 @@ def lower_blocks(core: CoreStreams, *, x: str, y: str, blocks: list[tuple[np.nda
         core.wire_chunk(q, loads, work, stores)
 
 
-def lower_gather(core: CoreStreams, *, x: str, y: str, pairs: np.ndarray, budget: int) -> None:
+def lower_gather(core: CoreStreams, *, x: str, y: str, pairs: np.ndarray, budget: int, step: Stepper) -> None:
     """Same stick dim: ``pairs[:, j]`` = (input stick, output stick) of the core's j-th output stick."""
-    per_set = max(1, budget // 2)
+    per_set = step(pairs.shape[1], budget // 2)
     for q, start in enumerate(range(0, pairs.shape[1], per_set)):
         at = (q % 2) * per_set * STICK_BYTES
         part = pairs[:, start:start + per_set]
@@ -90,11 +90,11 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
         if a == b:
             pairs = np.stack([stick_of(x, at), ids])
             shares[core] = partial(lower_gather, x=tensors[0].name, y=tensors[1].name, pairs=pairs,
-                                   budget=target.budget)
+                                   budget=target.budget, step=target.stepper(kernel))
             continue
         blocks = _blocks(x, y, at, ids, a, b, lanes)
         shares[core] = partial(lower_blocks, x=tensors[0].name, y=tensors[1].name, blocks=blocks, lanes=lanes,
-                               budget=target.budget, dtype=x.dtype)
+                               budget=target.budget, step=target.stepper(kernel), dtype=x.dtype)
     return shares
 
 

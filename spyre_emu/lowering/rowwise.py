@@ -27,7 +27,7 @@ from .pointwise import chunks, halves
 from .reduction import LOWEST
 from .sfu import fold, masked, sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit, Item
-from .target import Target
+from .target import Stepper, Target
 
 SCALE, MASK, ZERO, LOWEST_AT, EPS = (i * STICK_BYTES for i in range(5))  # constant sticks at LX 0
 CONSTANTS = 5
@@ -53,11 +53,11 @@ class Rows:
     where: tuple[str, str]
 
 
-def lower_rowwise(core: CoreStreams, rows: Rows, budget: int) -> None:
+def lower_rowwise(core: CoreStreams, rows: Rows, budget: int, step: Stepper) -> None:
     k, k_out = rows.x_ids.shape[0], rows.y_ids.shape[0]
     fixed = CONSTANTS + k * len(rows.params)
     room = k + k_out + 4  # x, out, acc, acc2, acc3, pad
-    chunk = max(1, (budget - fixed) // (2 * room))
+    chunk = step(rows.x_ids.shape[1], (budget - fixed) // (2 * room))
     setup = core.dma("load", constants_buffer(rows.kernel), [(0, CONSTANTS)], 0)
     params = []
     for i, name in enumerate(rows.params):
@@ -181,7 +181,7 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
         rows = Rows(kernel.name, kernel.op, tensors[0].name, tensors[-1].name, tuple(t.name for t in params), homes,
                     np.array(x_ids), y_ids, param_ids, kernel.op == "rmsnorm" or bool(kernel.attrs.get("rms")),
                     bool(n % lanes), x.dtype, (src, where))
-        shares[core] = partial(lower_rowwise, rows=rows, budget=target.budget)
+        shares[core] = partial(lower_rowwise, rows=rows, budget=target.budget, step=target.stepper(kernel))
     return shares
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ..config import Machine
+from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor
 from ..kernel_program.model import Kernel
 from .lx import Resident
@@ -18,6 +20,27 @@ class Target:
     machine: Machine
     budget: int                     # LX sticks from offset 0 free for the kernel's chunk buffers
     residents: dict[str, Resident]  # the tensors kept in LX, where they live
+
+    def stepper(self, kernel: Kernel) -> Stepper:
+        return partial(step_size, kernel, self.program.source)
+
+
+def step_size(kernel: Kernel, source: str, items: int, fits: int) -> int:
+    """How many of a core's ``items`` one double-buffered step takes: as many as ``fit`` in LX, or
+    items / ``kernel.steps`` when the kernel asks for that many steps (a counted loop)."""
+    if fits < 1:
+        raise ProgramError("LX overflow: one step's buffers do not fit in the LX left to this kernel", source,
+                           kernel.path)
+    if kernel.steps is None:
+        return fits
+    want = -(-items // kernel.steps)
+    if want > fits:
+        raise ProgramError(f"LX overflow: {kernel.steps} steps of {want} need more LX than the {fits} that fit "
+                           "per step; ask for more steps", source, kernel.path + ".steps")
+    return want
+
+
+Stepper = Callable[[int, int], int]  # (a core's items, how many fit in LX) -> items per step
 
 
 Planner = Callable[[Target, Kernel, list[Tensor]], dict[int, Emit]]  # each core's share of a kernel

@@ -37,6 +37,8 @@ class FrontendReport:
     host_steps: list[dict[str, Any]]
     crossings: list[dict[str, Any]]
     programs: list[dict[str, Any]] = field(default_factory=list)   # each kernel program's own report
+    kernel_programs: list[dict[str, Any]] = field(default_factory=list)  # what ran: the kernel programs
+    program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
 
     @property
     def fallback_count(self) -> int:
@@ -79,7 +81,7 @@ def publish(report: FrontendReport) -> None:
 
 
 def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings: list[tuple[str, str, int]],
-          machine: Machine) -> FrontendReport:
+          machine: Machine, inputs: list[dict[str, np.ndarray]]) -> FrontendReport:
     trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
              for d, name, nbytes in crossings]
     kernels = [row for seg, result in segments for row in _kernel_rows(seg, result.log)]
@@ -89,7 +91,7 @@ def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings
     fallbacks = [{"op": n.op, "reason": n.reason, "source": source_line(n.fx)} for n in host if n.host == "fallback"]
     steps = [{"op": n.op, "kind": n.host, "reason": n.reason} for n in host if n.host != "fallback"]
     return FrontendReport(total, round(total / machine.clock.ghz / 1000, 6), kernels, fallbacks, steps, trips,
-                          [r.report.data for _, r in segments])
+                          [r.report.data for _, r in segments], [seg.data for seg, _ in segments], inputs)
 
 
 def pcie_cycles(nbytes: int, machine: Machine) -> int:

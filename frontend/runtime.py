@@ -40,10 +40,11 @@ class CompiledGraph:
     def __call__(self, *args: Any) -> Any:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         functional = self.options.functional and not any(t.is_meta for t in tensors)
+        self._inputs: list[dict[str, np.ndarray]] = []
         outputs = self._functional(args) if functional else self.gm(*args)
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
-                           self.compiled.crossings, self.machine)
+                           self.compiled.crossings, self.machine, self._inputs)
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())
@@ -73,6 +74,7 @@ class CompiledGraph:
         for i, step in enumerate(self.compiled.steps):
             if isinstance(step, Segment):
                 inputs = {name: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
+                self._inputs.append(inputs)
                 result = self._run(i, step, functional=True, inputs=inputs)
                 self._functional_runs.append((step, result))
                 for name in step.outputs:

@@ -6,8 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import capture, last_report  # noqa: E402
+import numpy as np  # noqa: E402
+from spyre_emu.frontend import capture, export_program, last_report  # noqa: E402
 
+from spyre_emu.cli import main  # noqa: E402
 from spyre_emu.errors import SpyreEmuError  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -71,3 +73,12 @@ def test_fewer_cores_take_longer():
         torch.compile(model, backend="spyre_emu", options={"functional": False})(x)
     assert reports[0].total_cycles > reports[1].total_cycles
     assert max(k["cores"] for k in reports[0].kernels) <= 2
+
+
+def test_export_program_runs_with_the_cli(tmp_path):
+    model, x = _mlp(), torch.randn(16, 64).half()
+    (path,) = export_program(model, (x,), tmp_path / "model.json")
+    assert main(["run", str(path), "--functional", "--output-dir", str(tmp_path), "--quiet"]) == 0
+    (out,) = [p for p in tmp_path.glob("*.npy")]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(np.load(out)), model(x), atol=5e-3, rtol=5e-3)

@@ -4,8 +4,9 @@
 2. ``fuse`` (fusion.py): composite ops back into one kernel (softmax, norms, SiLU, GELU)
 3. ``assign_layouts`` (layout.py): device tensors, free views, host round trips
 4. ``divide_work`` (work_division.py): each kernel's split over the cores
-5. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
-6. ``split_steps`` + ``emit_programs`` (program.py): kernel programs between host steps
+5. ``split_steps`` (program.py): kernel programs between host steps
+6. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
+   ``emit_programs`` (program.py): each segment's kernel program
 7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback, and 3-7 run again
 """
 
@@ -59,8 +60,8 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         graph.nodes = list(nodes)
         assign_layouts(graph)
         divide_work(graph, machine, cores)
-        plan_scratchpad(graph, machine)
         steps = split_steps(graph)
+        plan_scratchpad(graph, steps, machine)
         emit_programs(graph, steps)
         programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None for step in steps]
         refused = next((p for p in programs if isinstance(p, tuple)), None)

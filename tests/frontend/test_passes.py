@@ -1,0 +1,75 @@
+"""The passes on their own: work division, scratchpad planning, fallbacks and host round trips."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend import compile as compile_module  # noqa: E402
+from spyre_emu.frontend import last_report  # noqa: E402
+from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
+
+from spyre_emu.config import load_machine  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def test_prefill_matmul_split_beats_rows_only():
+    """torch-spyre issue 2407: on [512, 4096] x [4096, N], (8, 4) is 2-2.6x faster than (32, 1)."""
+    machine = load_machine()
+    for n in (4096, 12800):
+        rows_only = matmul_cost(1, 512, 4096, n, (1, 32, 1), machine)
+        mixed = matmul_cost(1, 512, 4096, n, (1, 8, 4), machine)
+        assert rows_only > 2 * mixed
+
+
+def test_matmul_division_in_the_program(check):
+    check(torch.mm, torch.randn(512, 256).half(), torch.randn(256, 512).half())
+    (row,) = last_report().kernels
+    assert row["cores"] > 1
+
+
+def test_intermediates_stay_in_lx(check):
+    check(lambda x: (torch.exp(x * 0.5) + 1.0).sigmoid(), torch.randn(256, 512).half())
+    (program,) = last_report().kernel_programs
+    spaces = {name: t.get("space", "dram") for name, t in program["tensors"].items() if t["role"] == "intermediate"}
+    assert set(spaces.values()) == {"lx"}
+
+
+def test_unsupported_op_falls_back_with_a_warning_and_a_price(check, monkeypatch):
+    monkeypatch.setattr(compile_module, "_WARNED", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check(lambda x: torch.cumsum(x.exp(), -1).tanh(), torch.randn(4, 64).half())
+    rep = last_report()
+    assert [f["op"] for f in rep.fallbacks] == ["aten.cumsum.default"]
+    assert "test_passes.py" in rep.fallbacks[0]["source"]
+    assert {c["direction"] for c in rep.crossings} == {"d2h", "h2d"}
+    assert rep.total_cycles > sum(k["cycles"] for k in rep.kernels)
+    assert [str(w.message).split(" (")[0] for w in caught] == ["spyre_emu: aten.cumsum.default runs on the CPU"]
+
+
+def test_fallback_error_names_the_op_and_line():
+    with pytest.raises(Exception, match=r"aten.cumsum.default has no kernel.*test_passes.py"), torch.no_grad():
+        torch.compile(lambda x: torch.cumsum(x, -1), backend="spyre_emu", options={"fallback": "error"})(
+            torch.randn(4, 64).half())
+
+
+def test_float32_runs_on_the_cpu_and_says_so(check):
+    check(lambda x: x.exp(), torch.randn(4, 64))
+    assert "float32" in last_report().fallbacks[0]["reason"]
+
+
+def test_graph_break_and_recompile():
+    def fn(x):
+        y = x.exp()
+        print("graph break")
+        return y * 2
+    compiled = torch.compile(fn, backend="spyre_emu", dynamic=False)
+    with torch.no_grad():
+        for shape in ((4, 64), (8, 64)):
+            x = torch.randn(*shape).half()
+            torch.testing.assert_close(compiled(x), fn(x), atol=5e-3, rtol=5e-3)

@@ -55,8 +55,15 @@ def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:
         raise
     except SpyreEmuError as exc:
         raise ProgramError(exc.message, source, where + ".layout") from None
-    return Tensor(name, layout, spec["role"], spec.get("space", "dram"),
-                  base / spec["data"] if "data" in spec else None, spec.get("init", "zeros"))
+    space = spec.get("space", "dram")
+    for field, needs in (("dram_address", "dram"), ("lx_offset", "lx")):
+        if field in spec and space != needs:
+            raise ProgramError(f"{field} places a tensor in {needs}; this one is in {space}", source,
+                               f"{where}.{field}")
+        if spec.get(field, 0) % 128:
+            raise ProgramError(f"{field} {spec[field]} is not a multiple of 128 B", source, f"{where}.{field}")
+    return Tensor(name, layout, spec["role"], space, base / spec["data"] if "data" in spec else None,
+                  spec.get("init", "zeros"), spec.get("dram_address"), spec.get("lx_offset"))
 
 
 def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: str) -> Kernel:

@@ -18,6 +18,8 @@ class Tensor:
     space: str   # "dram" or "lx"
     data: Path | None
     init: str    # "zeros" or "randn" when there is no data file
+    dram_address: int | None = None  # placement: a fixed DRAM address (space "dram")
+    lx_offset: int | None = None     # placement: a fixed LX offset on every core (space "lx")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
 
 
 def _buffer(tensor) -> dict[str, Any]:
-    return {"bytes": device_bytes(tensor.layout), "dtype": tensor.layout.dtype}
+    placed = {} if tensor.dram_address is None else {"addr": tensor.dram_address}
+    return {"bytes": device_bytes(tensor.layout), "dtype": tensor.layout.dtype, **placed}
 
 
 def _lower_kernel(target: Target, kernel: Kernel, cores: dict[int, CoreStreams]) -> list[int]:

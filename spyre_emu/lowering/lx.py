@@ -55,23 +55,38 @@ def plan_lx(program: KernelProgram, usable_sticks: int) -> LxPlan:
                 first.setdefault(name, i)
                 last[name] = i
     residents: dict[str, Resident] = {}
-    live: list[tuple[int, str]] = []  # (base in sticks, name)
+    live: list[tuple[int, int, str]] = []  # (base, end in sticks, name)
     budgets = []
     for i, kernel in enumerate(program.kernels):
-        live = [(base, name) for base, name in live if last[name] >= i]
+        live = [span for span in live if last[span[2]] >= i]
         for name in kernel.outputs:
             if first.get(name) == i:
                 sticks = _owned(program, i, name)
                 size = max((len(ids) for ids in sticks.values()), default=0)
-                base = min((b for b, _ in live), default=usable_sticks) - size
-                if base < MIN_CHUNK_STICKS:
-                    raise ProgramError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core but "
-                                       f"only {max(base + size - MIN_CHUNK_STICKS, 0) * STICK_BYTES} B of LX are free",
-                                       program.source, kernel.path + ".outputs")
-                live.append((base, name))
+                base = _place(program, name, size, live, usable_sticks, kernel.path)
+                live.append((base, base + size, name))
                 residents[name] = Resident(name, base * STICK_BYTES, sticks)
-        budgets.append(min((b for b, _ in live), default=usable_sticks))
+        budgets.append(min((b for b, _, _ in live), default=usable_sticks))
     return LxPlan(residents, budgets)
+
+
+def _place(program: KernelProgram, name: str, size: int, live: list[tuple[int, int, str]], usable: int,
+           path: str) -> int:
+    """The base (in sticks) of a tensor of ``size`` sticks per core: its ``lx_offset``, else just below
+    the live tensors. The kernels' chunk buffers keep at least MIN_CHUNK_STICKS below every base."""
+    pinned = program.tensors[name].lx_offset
+    lowest = min((b for b, _, _ in live), default=usable)
+    base = pinned // STICK_BYTES if pinned is not None else lowest - size
+    where = "at its lx_offset" if pinned is not None else "below the live LX tensors"
+    if base < MIN_CHUNK_STICKS or base + size > usable:
+        raise ProgramError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core {where}, between "
+                           f"{MIN_CHUNK_STICKS * STICK_BYTES} B kept for the kernels' buffers and the "
+                           f"{usable * STICK_BYTES} B usable", program.source, path + ".outputs")
+    clash = [other for b, e, other in live if b < base + size and base < e]
+    if clash:
+        raise ProgramError(f"LX tensor {name!r} at its lx_offset overlaps {clash[0]!r}, which is still live",
+                           program.source, path + ".outputs")
+    return base
 
 
 def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarray]:

@@ -177,13 +177,20 @@ def _unit_order(unit: str) -> int:
 
 def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) -> dict[str, Buffer]:
     """Place buffers one after another in DRAM, each aligned to a whole burst."""
-    buffers, addr = {}, 0
+    buffers: dict[str, Buffer] = {}
+    fixed = _fixed_addresses(raw, machine, source)
+    addr = 0
     for name, spec in raw.items():
         nbytes = spec["bytes"]
         where = f"buffers.{name}"
         if nbytes % STICK_BYTES:
             raise ProgramError(f"must be a whole number of {STICK_BYTES} B sticks", source, where + ".bytes")
-        if addr + nbytes > machine.dram.size_bytes:
+        if name in fixed:
+            at = spec["addr"]
+        else:
+            at = addr = _next_free(addr, nbytes, fixed)
+            addr += -(-nbytes // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
+        if at + nbytes > machine.dram.size_bytes:
             raise ProgramError("does not fit in device memory", source, where + ".bytes")
         if "output" in spec and Path(spec["output"]).name in ("", ".", ".."):
             raise ProgramError(f"expected a file name, got {spec['output']!r}", source, where + ".output")
@@ -195,12 +202,38 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
         if shape is not None and _prod(shape) * DTYPE_BYTES[dtype] > nbytes:
             raise ProgramError(f"shape {list(shape)} of {dtype} needs more than {nbytes} B", source,
                                where + ".shape")
-        buffers[name] = Buffer(name, addr, nbytes, dtype, shape,
+        buffers[name] = Buffer(name, at, nbytes, dtype, shape,
                                base / spec["input"] if "input" in spec else None,
                                Path(spec["output"]) if "output" in spec else None,
                                _fill(spec.get("fill", "zeros")))
-        addr += -(-nbytes // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
     return buffers
+
+
+def _fixed_addresses(raw: dict[str, dict[str, Any]], machine: Machine, source: str) -> dict[str, tuple[int, int]]:
+    """The buffers placed by ``addr``: (start, end), aligned and not overlapping one another."""
+    fixed: dict[str, tuple[int, int]] = {}
+    for name, spec in raw.items():
+        if "addr" not in spec:
+            continue
+        start, end = spec["addr"], spec["addr"] + spec["bytes"]
+        if start % STICK_BYTES:
+            raise ProgramError(f"address {start} is not a multiple of {STICK_BYTES} B", source, f"buffers.{name}.addr")
+        clash = [other for other, (s, e) in fixed.items() if s < end and start < e]
+        if clash:
+            raise ProgramError(f"overlaps buffer {clash[0]!r}", source, f"buffers.{name}.addr")
+        fixed[name] = (start, end)
+    return fixed
+
+
+def _next_free(addr: int, nbytes: int, fixed: dict[str, tuple[int, int]]) -> int:
+    """The first aligned address from ``addr`` where ``nbytes`` miss every fixed buffer."""
+    moved = True
+    while moved:
+        moved = False
+        for start, end in fixed.values():
+            if start < addr + nbytes and addr < end:
+                addr, moved = -(-end // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES, True
+    return addr
 
 
 def _fill(value: str | float | list[float]) -> str | float | tuple[float, ...]:

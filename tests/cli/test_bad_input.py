@@ -129,6 +129,10 @@ BAD_PROGRAMS = {
                          "cores[0].units.sfu0[0].a_broadcast", "a_broadcast needs operand 'a' in LX"),
     "transpose of a partial block": (_program({"sfu0": [{"op": "transpose", "a": 0, "out": 8192, "sticks": 63}]}),
                                      "cores[0].units.sfu0[0].sticks", "blocks of 64 sticks of fp16"),
+    "buffer addr not aligned": (_with_buffer(addr=64), "buffers.x.addr", "not a multiple of 128"),
+    "buffers overlap": ({**_program(), "buffers": {"x": {"bytes": 4096, "addr": 0},
+                                                  "y": {"bytes": 4096, "addr": 2048}}},
+                        "buffers.y.addr", "overlaps buffer 'x'"),
     "output not a file name": (_with_buffer(output=""), "buffers.x.output", "expected a file name"),
     "buffer not whole sticks": (_with_buffer(bytes=100), "buffers.x.bytes", "whole number of 128 B sticks"),
 }

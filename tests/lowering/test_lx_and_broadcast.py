@@ -150,3 +150,44 @@ def test_softmax_with_lx_planning_is_faster(tmp_path, spyre):
         cycles[space] = run(load(path, spyre), spyre).report.total_cycles
     print(cycles)
     assert cycles["lx"] < cycles["dram"]
+
+
+def test_placement_fixes_dram_addresses_and_lx_offsets(tmp_path, spyre):
+    path, x = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["tensors"]["x"]["dram_address"] = 1 << 30
+    data["tensors"]["e"]["lx_offset"] = 512 * 1024
+    path.write_text(json.dumps(data))
+    program = load(path, spyre)
+    assert program.units.buffers["x"].addr == 1 << 30
+    assert program.units.buffers["one"].addr == 0  # the others are still allocated from 0
+    writes = [i for i in program.units.instructions() if i.kernel == "exp" and i.op == "exp"]
+    assert min(i.args["out"] for i in writes) == 512 * 1024
+    got = run(program, spyre, functional=True).outputs["y"].astype(np.float32)
+    f = x.astype(np.float32)
+    np.testing.assert_allclose(got, np.exp(f + 1).astype(np.float16).astype(np.float32) - f, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize(("tensor", "field", "value", "words"), [
+    ("e", "lx_offset", 64, r"tensors.e.lx_offset: lx_offset 64 is not a multiple of 128"),
+    ("x", "lx_offset", 4096, r"tensors.x.lx_offset: lx_offset places a tensor in lx; this one is in dram"),
+    ("e", "lx_offset", 0, r"kernels\[1\].outputs: LX overflow: tensor 'e' needs 2048 B per core at its lx_offset"),
+    ("e", "lx_offset", 1_700_000 // 128 * 128, r"LX overflow: tensor 'e'.*at its lx_offset"),
+])
+def test_bad_placement(tmp_path, spyre, tensor, field, value, words):
+    path, _ = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["tensors"][tensor][field] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=words):
+        load(path, spyre)
+
+
+def test_pinned_lx_tensor_may_not_overlap_a_live_one(tmp_path, spyre):
+    path, _ = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["tensors"]["s"]["lx_offset"] = 1 << 20
+    data["tensors"]["e"]["lx_offset"] = (1 << 20) + 1024  # s holds 2048 B per core
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[1\].outputs: LX tensor 'e' at its lx_offset overlaps 's'"):
+        load(path, spyre)

@@ -22,6 +22,7 @@ from .layout import REDUCTIONS
 ROWWISE = ("softmax", "layernorm", "rmsnorm")  # each row on one core: the last dim is not split
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
+NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal
 
 
 def divide_work(graph: Graph, machine: Machine, cores: int) -> None:
@@ -70,8 +71,9 @@ def _matmul(shapes: list[tuple[int, ...]], machine: Machine, cores: int) -> tupl
     a, b = shapes[0], shapes[1]
     batch = a[0] if len(a) == 3 else 1
     (m, k), n = a[-2:], b[-1]
-    best = min(_matmul_splits(batch, m, n, cores), key=lambda s: (matmul_cost(batch, m, k, n, s, machine),
-                                                                   -math.prod(s)))
+    costs = {s: matmul_cost(batch, m, k, n, s, machine) for s in _matmul_splits(batch, m, n, cores)}
+    near = [s for s, c in costs.items() if c <= NEAR * min(costs.values())]
+    best = min(near, key=lambda s: (-math.prod(s), costs[s]))  # no idle cores for an estimated saving < 5 %
     dims = {"mb": m, "in": k, "out": n}
     slices = {"mb": best[1], "in": 1, "out": best[2]}
     if len(a) == 3:

@@ -1,8 +1,8 @@
-"""Write the kernel programs behind DESIGN.md section 3's silicon measurements (examples/calibration/).
+"""Write the kernel programs behind DESIGN.md section 3's silicon measurements (examples/programs/calibration/).
 
 Each program is the measured workload as a kernel program; the work division is the one the
 measurement names, or the nearest one whose slices are whole sticks. Run them with
-`spyre-emu run examples/calibration/NAME.json`; docs/calibration.md lists the results.
+`spyre-emu run examples/programs/calibration/NAME.json`; docs/calibration.md lists the results.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-OUT = Path(__file__).parent / "calibration"
+OUT = Path(__file__).parent / "programs" / "calibration"
 
 
 def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str) -> dict:

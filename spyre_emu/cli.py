@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--input", action="append", default=[], metavar="BUFFER=FILE.npy",
                          help="functional input for a buffer (overrides the program's)")
     run_cmd.add_argument("--output-dir", default=".", metavar="DIR",
-                         help="where functional outputs (.npy) are written (default: .)")
+                         help="where functional outputs (.npy) are written, created if missing (default: .)")
     run_cmd.add_argument("--json", metavar="OUT", help="write the report as JSON")
     run_cmd.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON")
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
@@ -63,6 +63,13 @@ def _inputs(items: list[str]) -> dict[str, Path]:
             raise SpyreEmuError("expected BUFFER=FILE.npy", f"--input {item}")
         out[name] = Path(path)
     return out
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpyreEmuError(f"cannot create: {exc.strerror}", str(path)) from None
 
 
 def _write_all(outputs: list[tuple[Path, object]]) -> None:
@@ -106,6 +113,8 @@ def _run(args: argparse.Namespace) -> None:
         outputs.append((Path(args.trace), chrome_trace(result.log, machine).encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
+    if result.outputs:
+        _make_dir(Path(args.output_dir))
     _write_all(outputs)
     if not args.quiet:
         sys.stdout.write(result.report.to_text())

@@ -31,7 +31,8 @@ def test_report_and_trace(tmp_path, capsys):
 
 
 def test_functional_run_writes_outputs(tmp_path, capsys):
-    assert main(["run", str(SOFTMAX), "--functional", "--quiet", "--output-dir", str(tmp_path)]) == 0
-    y = np.load(tmp_path / "softmax_y.npy")
+    out = tmp_path / "new" / "dir"  # created as needed
+    assert main(["run", str(SOFTMAX), "--functional", "--quiet", "--output-dir", str(out)]) == 0
+    y = np.load(out / "softmax_y.npy")
     assert y.shape == (64, 1024)
     np.testing.assert_allclose(y.astype(np.float32).sum(axis=1), 1.0, rtol=1e-2)

@@ -1,7 +1,9 @@
 """Shared leaf: device number formats as numpy conversions (bytes <-> float32).
 
 fp16 is IEEE binary16 here; the device's DLFloat16 rounding is a later refinement.
-bf16 is the upper half of a float32, rounded to nearest even.
+bf16 is the upper half of a float32, rounded to nearest even. fp8 is E4M3 (OCP "FN": no
+infinities, 448 the largest value, one NaN per sign), rounded to nearest even and saturating.
+Host arrays of bf16 and fp8 hold their raw bits (uint16, uint8): numpy has no such types.
 """
 
 from __future__ import annotations
@@ -10,13 +12,29 @@ import numpy as np
 
 from ..errors import SpyreEmuError
 
-_NUMPY = {"fp16": np.float16, "fp32": np.float32, "int8": np.int8, "int32": np.int32}
+_NUMPY = {"fp16": np.float16, "fp32": np.float32, "int8": np.int8, "int32": np.int32, "bf16": np.uint16,
+          "fp8": np.uint8}
+
+
+def _e4m3_values() -> np.ndarray:
+    """float32 value of every fp8 E4M3 code 0..255."""
+    code = np.arange(256)
+    exp, mant = (code >> 3) & 0xF, (code & 7).astype(np.float64)
+    mag = np.where(exp == 0, mant / 8 * 2.0 ** -6, (1 + mant / 8) * 2.0 ** (exp - 7))
+    mag[(exp == 15) & (mant == 7)] = np.nan
+    return np.where(code >> 7, -mag, mag).astype(np.float32)
+
+
+_E4M3 = _e4m3_values()
+_E4M3_POSITIVE = _E4M3[:0x7F]  # 0 .. 448, ascending with the code
 
 
 def to_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
     """Interpret uint8 bytes as ``dtype`` and widen to float32."""
     if dtype == "bf16":
         return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype == "fp8":
+        return _E4M3[raw.view(np.uint8)]
     return raw.view(numpy_dtype(dtype)).astype(np.float32)
 
 
@@ -27,13 +45,24 @@ def from_f32(values: np.ndarray, dtype: str) -> np.ndarray:
         bits = values.view(np.uint32)
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
         return rounded.astype(np.uint16).view(np.uint8)
+    if dtype == "fp8":
+        return _to_e4m3(values)
     return values.astype(numpy_dtype(dtype)).view(np.uint8)
 
 
+def _to_e4m3(values: np.ndarray) -> np.ndarray:
+    """Nearest E4M3 code (ties to the even code), saturating at 448; NaN stays NaN."""
+    mag = np.minimum(np.abs(values), 448.0)
+    hi = np.clip(np.searchsorted(_E4M3_POSITIVE, mag), 1, len(_E4M3_POSITIVE) - 1)
+    lo = hi - 1
+    d_lo, d_hi = mag - _E4M3_POSITIVE[lo], _E4M3_POSITIVE[hi] - mag
+    code = np.where((d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0)), hi, lo)
+    code = np.where(np.isnan(values), 0x7F, code) | (np.signbit(values) << 7)
+    return code.astype(np.uint8)
+
+
 def numpy_dtype(dtype: str) -> type:
-    if dtype == "bf16":
-        return np.uint16
+    """The numpy type of a host array (and of raw device elements) of ``dtype``."""
     if dtype not in _NUMPY:
-        raise SpyreEmuError(f"functional mode does not support dtype {dtype!r} yet "
-                            f"(supported: bf16, {', '.join(_NUMPY)})")
+        raise SpyreEmuError(f"functional mode does not support dtype {dtype!r} (supported: {', '.join(_NUMPY)})")
     return _NUMPY[dtype]

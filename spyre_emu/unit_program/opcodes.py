@@ -61,8 +61,6 @@ UNIT_OPS = {"load": {"load"}, "store": {"store"}, "send": {"send"},
             "lx2fifo": {"lx2fifo"}, "fifo2lx": {"fifo2lx"}, "pt": {"matmul"},
             "sfu": set(SFU_NAMES), HOST_UNIT: {"h2d", "d2h"}}
 
-DTYPES = ("fp16", "bf16", "fp32", "fp8", "int8")
-
 
 def unit_kind(unit: str) -> str:
     """``"pt1"`` -> ``"pt"``: the unit name without its corelet index."""

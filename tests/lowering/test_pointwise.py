@@ -10,6 +10,7 @@ from spyre_emu.errors import ProgramError
 from spyre_emu.host_data import _seeded_randn
 from spyre_emu.kernel_program.ops import OPS
 from spyre_emu.lowering import FAMILIES
+from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.pipeline import load, run
 from tests.conftest import ROOT
 
@@ -174,3 +175,21 @@ def test_every_lowered_instruction_names_its_kernel(spyre):
     kernels = {ins.kernel for ins in units.instructions() if ins.core >= 0}
     assert kernels == {"add", "exp"}
     assert [ins.kernel for ins in units.streams[(0, "sfu0")]][-1] == "exp"
+
+
+@pytest.mark.parametrize(("dtype", "host"), [("fp8", np.uint8), ("int32", np.int32), ("int8", np.int8)])
+def test_other_formats_move_and_compute(tmp_path, spyre, dtype, host):
+    """fp8 host arrays hold E4M3 codes; int32 values pass exactly while below 2^24 (the SFU computes in fp32)."""
+    x = np.arange(-64, 64, dtype=np.float32).reshape(2, 64)
+    raw = from_f32(x, dtype).view(host).reshape(x.shape)
+    np.save(tmp_path / "a.npy", raw)
+    data = {"format": "spyre-emu.kernel-program", "version": 1,
+            "tensors": {"a": {"shape": [2, 64], "dtype": dtype, "role": "input", "data": "a.npy"},
+                        "y": {"shape": [2, 64], "dtype": dtype, "role": "output"}},
+            "kernels": [{"op": "neg", "inputs": ["a"], "outputs": ["y"], "dims": {"a": 2, "b": 64},
+                         "work_division": {}}]}
+    (tmp_path / "p.json").write_text(json.dumps(data))
+    got = run(load(tmp_path / "p.json", spyre), spyre, functional=True).outputs["y"]
+    assert got.dtype == host
+    want = -to_f32(raw.view(np.uint8).reshape(-1), dtype)
+    np.testing.assert_array_equal(to_f32(got.view(np.uint8).reshape(-1), dtype), want)

@@ -58,6 +58,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
     lowered: dict[str, Program] = {}  # kernel program JSON -> its lowering, across retries
     while True:
         graph.nodes = list(nodes)
+        _mark_constants(graph)
         assign_layouts(graph)
         divide_work(graph, machine, cores)
         steps = split_steps(graph)
@@ -73,7 +74,6 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
             nodes[at:at + 1] = node.unfused
         else:
             node.host, node.reason = "fallback", f"the lowering refuses it: {message}"
-    _mark_constants(graph)
     _apply_policy(graph, options)
     return Compiled(graph, steps, programs, crossings(graph))
 
@@ -107,7 +107,7 @@ def _mark_constants(graph: Graph) -> None:
     """Host steps that read no graph input compute constants (masks, positions): folded, not fallbacks."""
     varying = set(graph.inputs)
     for node in graph.nodes:
-        if node.is_kernel or any(v.root in varying for v in node.inputs):
+        if node.is_kernel or any(v in varying for v in node.inputs):
             varying.update(node.outputs)
         elif node.host == "fallback":
             node.host = "constant"

@@ -38,10 +38,6 @@ class Value:
     def root(self) -> Value:
         return self.storage.root if self.storage is not None else self
 
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
-
 
 @dataclass(eq=False)
 class Node:

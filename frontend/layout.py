@@ -9,7 +9,7 @@ regroups only dims the device tensor merges is folded: the result is the same de
 Where a kernel wants an operand in another shape than the one it sits in (another grouping, a
 broadcast the kernel cannot express, a value computed on the host), the operand is copied in
 from the host in the wanted shape (an upload). Uploads of host-prepared data (weights, inputs,
-constants) are input preparation; uploads of values the card computed are round trips over
+constants) are input preparation; uploads of values the card or a CPU fallback computed are copies over
 PCIe, and ``crossings`` lists them for the report. A ReStickify kernel on the card will replace
 these round trips once the lowering has one for a change of grouping.
 """
@@ -34,9 +34,9 @@ def assign_layouts(graph: Graph) -> None:
             _kernel(graph, node)
         elif node.host == "view" and node.attrs.get("regroup") and _fold(node):
             continue
-        else:
+        else:  # a fallback's results cross to the card like computed values: their copies are priced
             for out in node.outputs:
-                out.from_device = any(v.root.from_device for v in node.inputs)
+                out.from_device = node.host == "fallback" or any(v.root.from_device for v in node.inputs)
         kept.append(node)
     graph.nodes = kept
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -176,6 +177,7 @@ def _tiling_problem(layout: TensorLayout, owners: list[int | None]) -> str | Non
     return None
 
 
+@cache  # the lowering asks for it per run of sticks
 def dim_map(layout: TensorLayout) -> tuple[int, ...]:
     """The host dim each device dim steps, -1 where none (stride -1 or size 1): (1, 2, 0, 2) for
     the (5, 100, 150) example."""

@@ -42,14 +42,14 @@ def schema() -> dict[str, Any]:
 
 @cache
 def _validators() -> tuple[Any, Any, dict[str, Any]]:
-    """The envelope validator (instructions only need to be objects), the op check, one per op.
+    """The envelope validator (streams only need to be arrays), the op check, one per op.
 
     Validating each instruction against its own op's definition is the same check as the
     schema's ``oneOf``, with errors that name the field.
     """
     full = schema()
     loose = {k: v for k, v in full["$defs"]["instruction"].items() if k != "oneOf"}
-    envelope = {**full, "$defs": {**full["$defs"], "instruction": {"type": "object"}}}
+    envelope = {**full, "$defs": {**full["$defs"], "stream": {"type": "array"}}}  # items: checked one by one
     per_op = {}
     for name, spec in full["$defs"].items():
         if name.startswith("op_"):
@@ -110,7 +110,7 @@ def _check_schema(data: Any, source: str) -> None:
                for unit, items in core["units"].items()]
     for where, items in [*streams, ("host", data.get("host", []))]:
         for j, item in enumerate(items):
-            known = isinstance(item.get("op"), str) and item["op"] in per_op
+            known = isinstance(item, dict) and isinstance(item.get("op"), str) and item["op"] in per_op
             if known and _fast_valid(item):
                 continue
             check = per_op[item["op"]] if known else has_op

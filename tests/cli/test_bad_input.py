@@ -133,6 +133,8 @@ BAD_PROGRAMS = {
     "buffers overlap": ({**_program(), "buffers": {"x": {"bytes": 4096, "addr": 0},
                                                   "y": {"bytes": 4096, "addr": 2048}}},
                         "buffers.y.addr", "overlaps buffer 'x'"),
+    "instruction not an object": (_program({"load": [5]}), "cores[0].units.load[0]", "5 is not of type 'object'"),
+    "stream not an array": (_program({"load": 5}), "cores[0].units.load", "5 is not of type 'array'"),
     "output not a file name": (_with_buffer(output=""), "buffers.x.output", "expected a file name"),
     "buffer not whole sticks": (_with_buffer(bytes=100), "buffers.x.bytes", "whole number of 128 B sticks"),
 }

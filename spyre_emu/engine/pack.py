@@ -153,6 +153,7 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     ch[:, L.D_NEXTREF] = d.t_refi_cycles + np.arange(d.channels) * (d.t_refi_cycles // d.channels)
     bank = np.zeros((d.channels * d.banks, L.B_COLS), np.int64)
     bank[:, L.B_ROW] = -1
+    bank[:, L.B_WREND] = -d.t_wr_cycles  # no write yet: write recovery never delays a precharge
     fifo = np.zeros((4 * machine.cores.count, L.F_COLS), np.int64)
     fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
     link = np.zeros((2 * len(machine.ring.stops), L.L_COLS), np.int64)

@@ -47,6 +47,14 @@ def test_row_conflict(tiny, run_units):
     assert int(log.channel_stats[0, 5]) == 1  # one conflict
 
 
+def test_row_conflict_without_writes_needs_no_write_recovery(tiny_with, run_units):
+    """As test_row_conflict with tWR 40 (> tRAS): the bank was never written, so the PRE is
+    still at max(32, ACT 4 + tRAS 20) = 32, not at tWR = 40: done 63."""
+    machine = tiny_with("dram.t_wr_cycles=40")
+    log = run_units(machine, {0: {"load": [_load(0), _load(_address(machine, 3))]}})
+    assert log.end.tolist() == [28, 63]
+
+
 def test_burst_of_two_sticks(tiny, run_units):
     # 256 B is one chunk on channel 0: data 19..27, sticks leave at 23 and 27, land 27 and 31.
     log = run_units(tiny, {0: {"load": [_load(0, 256)]}})

@@ -6,13 +6,13 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import require_shared
 
 from spyre_emu.cli import main
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import import_sdsc, parse_kernel_program
 from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.pipeline import load, run
+from tests.conftest import require_shared
 
 EXAMPLES = ["add", "add_3d", "exp", "mul_bf16", "mean_keepdim", "mm", "bmm", "softmax"]
 REFERENCE = {"add": np.add, "add_3d": np.add, "exp": np.exp, "mul_bf16": np.multiply,

@@ -55,3 +55,8 @@ def require_shared() -> Path:
             pytest.fail(f"{SHARED} is missing under CI")
         pytest.skip(f"{SHARED} not present")
     return SHARED
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False,
+                     help="also run the long differential runs (engine vs simpy reference)")

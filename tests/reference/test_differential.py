@@ -1,0 +1,80 @@
+"""The numba engine and the simpy reference agree on every instruction's start and end cycle.
+
+Random programs (tests/reference/programs.py) run on the tiny and the default card, and on
+two variants of the tiny card that reach closed pages, refreshes, one-cycle hops, shallow
+FIFOs and a small in-flight budget. ``--slow`` runs a thousand more, and the large examples.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from spyre_emu import reference
+from spyre_emu.config import Machine, load_machine
+from spyre_emu.engine import simulate
+from spyre_emu.pipeline import load_program
+from spyre_emu.unit_program import UnitProgram, parse_unit_program
+from tests.conftest import ROOT
+from tests.reference.programs import unit_programs
+
+CONFIGS = {  # name: (file, overrides, CI programs)
+    "tiny": ("tiny.toml", [], 30),
+    "spyre": ("spyre.toml", [], 30),
+    "tiny-closed": ("tiny.toml", ["dram.page_policy=closed", "dram.t_refi_cycles=300", "dram.t_rfc_cycles=40",
+                                  "ring.hop_latency_cycles=1", "fifo.depth_sticks=2"], 20),
+    "tiny-budget": ("tiny.toml", ["dma.max_burst_bytes=256", "dma.max_inflight_bytes=512",
+                                  "dram.t_refi_cycles=500", "sfu.latency_cycles=0", "dram.t_wr_cycles=40"], 20),
+}
+SLOW_PROGRAMS = 300  # per config under --slow
+EXAMPLES = sorted((ROOT / "examples" / "programs").glob("*.json")) + sorted((ROOT / "docs" / "examples").glob("*.json"))
+DMA_OPS = ("load", "store", "send", "h2d", "d2h")
+CI_EXAMPLE_BYTES = 5 << 19  # examples moving more (about 3 s of simpy per MB) need --slow
+
+
+def _machine(name: str) -> Machine:
+    file, overrides, _ = CONFIGS[name]
+    return load_machine(ROOT / "configs" / file, overrides)
+
+
+def assert_agree(program: UnitProgram, machine: Machine) -> None:
+    log = simulate(program, machine)
+    ref = reference.simulate(program, machine)
+    engine_times = [(ins.path, int(s), int(e)) for ins, s, e in zip(log.instructions, log.start, log.end, strict=True)]
+    ref_times = [(ins.path, s, e) for ins, s, e in zip(log.instructions, ref.start, ref.end, strict=True)]
+    differ = [(a, b) for a, b in zip(engine_times, ref_times, strict=True) if a != b]
+    assert differ == [], f"(path, start, end) engine vs reference, first of {len(differ)}: {differ[:5]}"
+    assert log.total_cycles == ref.total_cycles
+
+
+def _check_random(name: str, count: int) -> None:
+    machine = _machine(name)
+
+    @settings(max_examples=count, deadline=None, database=None, derandomize=count == CONFIGS[name][2],
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(unit_programs(machine))
+    def check(data: dict) -> None:
+        assert_agree(parse_unit_program(data, machine), machine)
+
+    check()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_random_programs_agree(name):
+    _check_random(name, CONFIGS[name][2])
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_many_random_programs_agree(name, request):
+    if not request.config.getoption("--slow"):
+        pytest.skip("needs --slow")
+    _check_random(name, SLOW_PROGRAMS)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_agree(spyre, path, request):
+    program = load_program(path, spyre)
+    moved = sum(ins.args["bytes"] for ins in program.instructions() if ins.op in DMA_OPS)
+    if moved > CI_EXAMPLE_BYTES and not request.config.getoption("--slow"):
+        pytest.skip(f"moves {moved >> 10} KB: needs --slow")
+    assert_agree(program, spyre)

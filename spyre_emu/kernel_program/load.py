@@ -85,17 +85,20 @@ def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: st
                   dict(spec["dims"]), slices, where, _attrs(spec, where, source), spec.get("steps"))
 
 
-def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, float | bool]:
+def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, Any]:
     defaults = ATTRS.get(spec["op"], {})
     for name, value in spec.get("attrs", {}).items():
         if name not in defaults:
             raise ProgramError(f"{spec['op']} takes no attribute {name!r}"
                                + (f" (it takes {', '.join(defaults)})" if defaults else ""), source,
                                f"{where}.attrs.{name}")
-        if isinstance(value, bool) != isinstance(defaults[name], bool):
-            raise ProgramError(f"attribute {name!r} must be a {type(defaults[name]).__name__}", source,
-                               f"{where}.attrs.{name}")
+        if _kind(value) != _kind(defaults[name]):
+            raise ProgramError(f"attribute {name!r} must be a {_kind(defaults[name])}", source, f"{where}.attrs.{name}")
     return {**defaults, **spec.get("attrs", {})}
+
+
+def _kind(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else "list" if isinstance(value, list) else "number"
 
 
 def _check_order(tensors: dict[str, Tensor], kernels: tuple[Kernel, ...], source: str) -> None:

@@ -61,4 +61,5 @@ OPS: dict[str, OpSpec] = {
     "ReStickifyOpHBM": OpSpec("restickify", 1),
 }
 # The ops that take attributes, with their defaults (any other op takes none).
-ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5}}
+ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5},
+         "ReStickifyOpHBM": {"perm": []}}  # perm: x's dims in y's order ([] keeps them)

@@ -1,21 +1,24 @@
-"""ReStickifyOpHBM: the same host tensor from one device layout into another, DRAM to DRAM.
+"""ReStickifyOpHBM: y = x.permute(perm).reshape(y.shape), DRAM to DRAM, any layouts on either side.
 
-When the stick dim changes (host dim ``a`` to host dim ``b``), the data moves in square blocks of
-lanes x lanes elements: the input sticks that hold ``b`` values b0..b0+lanes-1 of one ``a`` block
-are loaded side by side, one SFU ``transpose`` turns them into the output sticks for ``a`` values
-a0..a0+lanes-1, and those are stored. When only the order of the other dims changes, the sticks
-are loaded in output order and stored back without the SFU.
+``perm`` (attribute; default: none) and the reshape are spyre-emu's extension of torch-spyre's
+op, which keeps the shape and changes only the layout; they let the front end move views on the
+card. For every output stick the planner finds, per lane, the input stick and lane holding that
+element. When each output stick is one input stick lane for lane, the sticks are gathered (loaded
+in output order, stored back, no SFU). When the stick dim changes, output sticks group into
+square blocks: lanes input sticks loaded side by side, one SFU ``transpose``, lanes output sticks
+stored. Anything else (a stick straddling two input sticks) is a clear error.
 """
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 
 from ..config import STICK_BYTES
 from ..errors import ProgramError
-from ..kernel_program import Tensor, dim_map, elems_per_stick
+from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import check_division, core_runs, stick_hosts, stick_of
 from .streams import CoreStreams, Emit, Item
@@ -72,47 +75,79 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     """Check a restickify kernel and return each core's share of it."""
     src, where = target.program.source, kernel.path
     x, y = (t.layout for t in tensors)
-    if x.shape != y.shape or x.dtype != y.dtype or list(kernel.dims.values()) != list(x.shape):
-        raise ProgramError(f"restickify keeps shape and dtype, and its dims are the shape: x {list(x.shape)} "
-                           f"{x.dtype}, y {list(y.shape)} {y.dtype}, dims {list(kernel.dims.values())}", src,
-                           where + ".dims")
+    perm = tuple(kernel.attrs.get("perm") or range(len(x.shape)))
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ProgramError(f"perm {list(perm)} is not a permutation of the input's {len(x.shape)} dims", src,
+                           where + ".attrs.perm")
+    if math.prod(x.shape) != math.prod(y.shape) or x.dtype != y.dtype or list(kernel.dims.values()) != list(y.shape):
+        raise ProgramError(f"restickify gives x.permute(perm).reshape(y.shape) in x's dtype, over dims equal to y's "
+                           f"shape: x {list(x.shape)} {x.dtype}, y {list(y.shape)} {y.dtype}, dims "
+                           f"{list(kernel.dims.values())}", src, where + ".dims")
     slices = list(kernel.slices.values())
-    check_division(x, slices, src, where + ".work_division")
     check_division(y, slices, src, where + ".work_division")
-    a, b, lanes = dim_map(x)[-1], dim_map(y)[-1], elems_per_stick(x.dtype)
-    if a != b and min(a, b) < 0:
-        raise ProgramError("restickify to or from a stick dim of size 1 is not lowered", src, where + ".outputs")
-    host, _ = stick_hosts(y)
     shares = {}
     for core, runs in core_runs(y, slices).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
-        at = host[:, ids]
-        if a == b:
-            pairs = np.stack([stick_of(x, at), ids])
+        stick, lane = _sources(x, y, perm, ids)
+        gathered = _gathered(stick, lane)
+        if gathered.all():
+            pairs = np.stack([stick.max(axis=1), ids])
             shares[core] = partial(lower_gather, x=tensors[0].name, y=tensors[1].name, pairs=pairs,
                                    budget=target.budget, step=target.stepper(kernel))
             continue
-        blocks = _blocks(x, y, at, ids, a, b, lanes)
-        shares[core] = partial(lower_blocks, x=tensors[0].name, y=tensors[1].name, blocks=blocks, lanes=lanes,
-                               budget=target.budget, step=target.stepper(kernel), dtype=x.dtype)
+        blocks = _blocks(stick, lane, ids, (src, where))
+        shares[core] = partial(lower_blocks, x=tensors[0].name, y=tensors[1].name, blocks=blocks,
+                               lanes=elems_per_stick(x.dtype), budget=target.budget, step=target.stepper(kernel),
+                               dtype=x.dtype)
     return shares
 
 
-def _blocks(x, y, at: np.ndarray, ids: np.ndarray, a: int, b: int, lanes: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Group a core's output sticks into lanes x lanes blocks: output stick i of a block holds
-    a = a0 + i; input stick j holds b = b0 + j."""
-    corner = at.copy()
-    corner[a] -= corner[a] % lanes
-    keys, inverse = np.unique(corner, axis=1, return_inverse=True)
+def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For output sticks ``ids`` and each lane, the input stick and lane holding that element of
+    y = x.permute(perm).reshape(y.shape); -1 for the output's padding lanes."""
+    lanes, b = elems_per_stick(y.dtype), dim_map(y)[-1]
+    at = np.repeat(stick_hosts(y)[0][:, ids, None], lanes, axis=2)  # [y dims, sticks, lanes]
+    valid = np.zeros(at.shape[1:], bool)
+    if b >= 0:
+        at[b] += np.arange(lanes)
+        valid = at[b] < y.shape[b]
+    else:
+        valid[:, 0] = True
+    flat = np.ravel_multi_index(tuple(np.where(valid, a, 0) for a in at), y.shape)
+    permuted = np.unravel_index(flat, tuple(x.shape[d] for d in perm))
+    host = np.empty((len(x.shape), *flat.shape), np.int64)
+    for i, d in enumerate(perm):
+        host[d] = permuted[i]
+    stick = stick_of(x, host.reshape(len(x.shape), -1)).reshape(flat.shape)
+    a = dim_map(x)[-1]
+    lane = host[a] % lanes if a >= 0 else np.zeros_like(stick)
+    return np.where(valid, stick, -1), np.where(valid, lane, -1)
+
+
+def _gathered(stick: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """Output sticks that are one input stick, lane for lane."""
+    valid = stick >= 0
+    same = (np.where(valid, stick, stick.max(axis=1, keepdims=True)) == stick.max(axis=1, keepdims=True)).all(axis=1)
+    return same & (np.where(valid, lane, np.arange(lane.shape[1])) == np.arange(lane.shape[1])).all(axis=1)
+
+
+def _blocks(stick: np.ndarray, lane: np.ndarray, ids: np.ndarray,
+            where: tuple[str, str]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Group output sticks into transposable blocks: output stick o takes lane i(o) of the block's
+    input sticks, one per output lane; in the block, output slot i(o) holds o."""
+    lanes = stick.shape[1]
+    valid = stick >= 0
+    first = lane[np.arange(len(lane)), valid.argmax(axis=1)]
+    if (np.where(valid, lane, first[:, None]) != first[:, None]).any():
+        raise ProgramError("an output stick takes different lanes of its input sticks: neither a gather nor a "
+                           "transpose of lanes x lanes blocks", *where)
+    rows, group = np.unique(stick, axis=0, return_inverse=True)
     blocks = []
-    for k in range(keys.shape[1]):
+    for g, row in enumerate(rows):
+        mine = np.flatnonzero(group.reshape(-1) == g)
         outs = np.full(lanes, -1, np.int64)
-        mine = np.flatnonzero(inverse.reshape(-1) == k)
-        outs[at[a, mine] - keys[a, k]] = ids[mine]
-        rows = np.repeat(keys[:, k:k + 1], lanes, axis=1)
-        rows[b] += np.arange(lanes)
-        valid = rows[b] < x.shape[b]
-        ins = np.full(lanes, -1, np.int64)
-        ins[valid] = stick_of(x, rows[:, valid])
-        blocks.append((ins, outs))
+        if len(set(first[mine])) != len(mine):
+            raise ProgramError("two output sticks take the same lane of one block's input sticks", *where)
+        outs[first[mine]] = ids[mine]
+        blocks.append((row, outs))
     return blocks

@@ -42,10 +42,41 @@ def test_fp32_blocks_are_32_lanes(tmp_path, spyre):
     np.testing.assert_array_equal(run(program, spyre, functional=True).outputs["y"], x)
 
 
-def test_shape_change_is_an_error(tmp_path, spyre):
-    path, _ = _program(tmp_path, (64, 64), (1, 0), (1, 1))
-    data = json.loads(path.read_text())
-    data["tensors"]["y"]["shape"] = [64, 128]
+def _permute_program(tmp_path, shape, perm, out_shape, slices=None):
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    dims = {f"d{i}": n for i, n in enumerate(out_shape)}
+    kernel = {"op": "ReStickifyOpHBM", "inputs": ["x"], "outputs": ["y"], "dims": dims,
+              "work_division": dict(zip(dims, slices or [1] * len(dims), strict=True)), "attrs": {"perm": list(perm)}}
+    data = {"format": "spyre-emu.kernel-program", "version": 1,
+            "tensors": {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
+                        "y": {"shape": list(out_shape), "dtype": "fp16", "role": "output"}},
+            "kernels": [kernel]}
+    path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ProgramError, match="restickify keeps shape and dtype"):
+    return path, x
+
+
+@pytest.mark.parametrize(("shape", "perm", "out_shape", "slices", "transposes"), [
+    ((2, 64, 3, 64), (0, 2, 1, 3), (6, 64, 64), (3, 2, 1), False),   # heads out of the sequence: gathers
+    ((4, 128, 64), (0, 2, 1), (4, 64, 128), (4, 1, 1), True),        # K transposed for attention: blocks
+    ((6, 64, 128), (0, 1, 2), (2, 3, 64, 128), (2, 1, 1, 1), False),  # regrouping leading dims
+    ((3, 100, 70), (0, 2, 1), (3, 70, 100), (1, 1, 1), True),        # padded both ways
+])
+def test_permute_and_reshape(tmp_path, spyre, shape, perm, out_shape, slices, transposes):
+    path, x = _permute_program(tmp_path, shape, perm, out_shape, slices)
+    program = load(path, spyre)
+    assert any(i.op == "transpose" for i in program.units.instructions()) == transposes
+    got = run(program, spyre, functional=True).outputs["y"]
+    np.testing.assert_array_equal(got, x.transpose(perm).reshape(out_shape))
+
+
+@pytest.mark.parametrize(("shape", "perm", "out_shape", "words"), [
+    ((64, 64), (0, 1), (64, 128), r"kernels\[0\].dims: restickify gives x.permute\(perm\).reshape"),
+    ((64, 96), (0, 1), (32, 192), r"kernels\[0\]: an output stick takes different lanes"),
+    ((64, 64), (0, 0), (64, 64), r"kernels\[0\].attrs.perm: perm \[0, 0\] is not a permutation"),
+])
+def test_bad_restickify(tmp_path, spyre, shape, perm, out_shape, words):
+    path, _ = _permute_program(tmp_path, shape, perm, out_shape)
+    with pytest.raises(ProgramError, match=words):
         load(path, spyre)

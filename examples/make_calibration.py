@@ -13,12 +13,13 @@ from pathlib import Path
 OUT = Path(__file__).parent / "programs" / "calibration"
 
 
-def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str) -> dict:
+def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str, uneven: bool = False) -> dict:
     tensors = {"A": {"shape": [m, k], "dtype": "fp16", "role": "input", "init": "randn"},
                "B": {"shape": [k, n], "dtype": "fp16", "role": "input", "init": "randn"},
                "C": {"shape": [m, n], "dtype": "fp16", "role": "output"}}
     kernel = {"name": "mm", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-              "dims": {"mb": m, "in": k, "out": n}, "work_division": {"mb": split_m, "out": split_n}}
+              "dims": {"mb": m, "in": k, "out": n}, "work_division": {"mb": split_m, "out": split_n},
+              **({"uneven": True} if uneven else {})}
     return {"format": "spyre-emu.kernel-program", "version": 1, "note": note, "tensors": tensors,
             "kernels": [kernel]}
 
@@ -54,11 +55,11 @@ PROGRAMS = {
     "softmax_dim0_512x1024_dram_1core": softmax_dim0(512, 1024),
     "softmax_dim0_512x1024_lx_1core": softmax_dim0(512, 1024, planned=True),
     "decode_1x4096x25600_25cores": matmul(1, 4096, 25600, 1, 25, "torch-spyre issue 4032: 1.762 ms measured"),
-    "decode_4x4096x25600_32cores": matmul(4, 4096, 25600, 2, 16, "torch-spyre issue 4032: 1.389 ms measured. "
-                                          "25600 columns are 400 sticks, which 32 equal slices cannot split: "
-                                          "mb 2 x out 16 here, so each B column block is read twice"),
-    "decode_16x4096x25600_32cores": matmul(16, 4096, 25600, 2, 16, "torch-spyre issue 4032: 1.365 ms measured "
-                                           "(mb 2 x out 16, as above)"),
+    "decode_4x4096x25600_32cores": matmul(4, 4096, 25600, 1, 32, "torch-spyre issue 4032: 1.389 ms measured. "
+                                          "25600 columns are 400 sticks: 16 cores take 13, 16 take 12 (uneven)",
+                                          uneven=True),
+    "decode_16x4096x25600_32cores": matmul(16, 4096, 25600, 1, 32, "torch-spyre issue 4032: 1.365 ms measured "
+                                           "(uneven column slices, as above)", uneven=True),
     "prefill_512x4096x4096_split32x1": matmul(512, 4096, 4096, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.59x "
                                               "faster"),
     "prefill_512x4096x4096_split8x4": matmul(512, 4096, 4096, 8, 4, "torch-spyre issue 2407"),

@@ -82,7 +82,8 @@ def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: st
                                f"{where}.work_division.{dim}")
     slices = {dim: spec["work_division"].get(dim, 1) for dim in spec["dims"]}
     return Kernel(spec.get("name", f"k{i}"), spec["op"], tuple(spec["inputs"]), tuple(spec["outputs"]),
-                  dict(spec["dims"]), slices, where, _attrs(spec, where, source), spec.get("steps"))
+                  dict(spec["dims"]), slices, where, _attrs(spec, where, source), spec.get("steps"),
+                  spec.get("uneven", False))
 
 
 def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class Kernel:
     path: str
     attrs: dict[str, float | bool] = field(default_factory=dict)  # op attributes, defaults filled in
     steps: int | None = None  # each core's share in this many double-buffered steps (None: as LX allows)
+    uneven: bool = False      # slices may differ by one unit (numpy.array_split), else must be equal
 
     @property
     def cores(self) -> int:

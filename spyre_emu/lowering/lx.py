@@ -15,7 +15,7 @@ import numpy as np
 from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram
-from .placement import core_runs
+from .placement import Division, core_runs
 
 MIN_CHUNK_STICKS = 64  # what a kernel needs below the resident tensors for its own buffers
 
@@ -97,4 +97,5 @@ def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarra
         raise ProgramError(f"an LX output must be divided over its own dims; kernel {kernel.name!r} has dims "
                            f"{list(kernel.dims)} for {name!r} of shape {list(layout.shape)}", program.source,
                            kernel.path + ".outputs")
-    return {c: np.concatenate([np.arange(s, s + n) for s, n in runs]) for c, runs in core_runs(layout, slices).items()}
+    return {c: np.concatenate([np.arange(s, s + n) for s, n in runs])
+            for c, runs in core_runs(layout, Division(tuple(slices), kernel.uneven)).items()}

@@ -22,7 +22,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
-from .placement import Runs, as_runs, check_division, slice_index, stick_of
+from .placement import Runs, as_runs, check_division, division, slice_index, stick_of
 from .streams import CoreStreams, Emit
 from .target import Stepper, Target
 
@@ -141,23 +141,28 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     if kernel.slices["in"] != 1:
         raise ProgramError("splitting the reduced dim 'in' over cores is not lowered yet", src,
                            where + ".work_division.in")
-    check_division(c, [kernel.slices[d] for d in (["x"] if batched else []) + ["mb", "out"]], src,
-                   where + ".work_division")
-    rows, groups = m // kernel.slices["mb"], -(-n // 64) // kernel.slices["out"]
-    block = column_block(-(-k // 64), rows, groups, lx_sticks)
+    dims = (["x"] if batched else []) + ["mb", "out"]
+    div = division(kernel, dims)
+    check_division(c, div, src, where + ".work_division")
+    units = {"x": a.shape[0] if batched else 1, "mb": m, "out": -(-n // 64)}  # batches, rows, column groups
+    bounds = {d: div.bounds(dims.index(d), units[d]) if d in dims else np.array([0, 1]) for d in units}
+    most = {d: int(np.diff(b).max()) for d, b in bounds.items()}
+    block = column_block(-(-k // 64), most["mb"], most["out"], lx_sticks)
     if block == 0:
-        raise ProgramError(f"a core's {rows} rows of C leave no LX for A and B; split mb over more cores", src,
+        raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
-    per_x = a.shape[0] // kernel.slices["x"] if batched else 1
     shares = {}
     for core in range(kernel.cores):
         index = slice_index(kernel.slices, core)
-        batches = [index["x"] * per_x + i for i in range(per_x)] if batched else [None]
+        (x0, x1), (m0, m1), (g0, g1) = ((int(bounds[d][index.get(d, 0)]), int(bounds[d][index.get(d, 0) + 1]))
+                                        for d in ("x", "mb", "out"))
+        if x1 == x0 or m1 == m0 or g1 == g0:
+            continue
+        batches = list(range(x0, x1)) if batched else [None]
         shares[core] = partial(lower_matmul, operands=[Operands(names, (a, b, c), x) for x in batches], k=k,
-                               m_block=(index["mb"] * rows, rows), n_groups=(index["out"] * groups, groups),
-                               block=block, lx_sticks=lx_sticks, rows_per_pass=machine.pt.rows_per_pass,
-                               step=target.stepper(kernel))
+                               m_block=(m0, m1 - m0), n_groups=(g0, g1 - g0), block=block, lx_sticks=lx_sticks,
+                               rows_per_pass=machine.pt.rows_per_pass, step=target.stepper(kernel))
     return shares
 
 

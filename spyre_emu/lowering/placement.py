@@ -1,30 +1,63 @@
 """Work division: which device sticks of a tensor each core owns, as runs of consecutive sticks.
 
 A kernel's dims follow the host dims of its output in order; ``slices[d]`` cuts dim ``d`` into
-equal pieces of whole sticks (the stick dim is cut in sticks, padding included), and cores take
-the pieces with the first dim varying fastest, as real SuperDSC does.
+pieces of whole sticks (the stick dim is cut in sticks, padding included), equal unless the
+kernel is ``uneven``, and cores take the pieces with the first dim varying fastest, as real
+SuperDSC does.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ProgramError
 from ..kernel_program import TensorLayout, dim_map, elems_per_stick, host_strides
+from ..kernel_program.model import Kernel
 
 Runs = list[tuple[int, int]]  # (first device stick, number of sticks)
 
 
-def check_division(layout: TensorLayout, slices: list[int], file: str, path: str) -> None:
-    """Every core's piece must be whole sticks in every dim."""
-    stick_dim = dim_map(layout)[-1]
+@dataclass(frozen=True)
+class Division:
+    """Slices per dim, in the dims' order. Even: every slice the same whole number of units (sticks
+    along the stick dim, elements elsewhere). Uneven (a kernel's ``uneven``): as numpy.array_split
+    cuts, the first ``units % slices`` slices take one unit more (SDSC's steady-state and epilogue
+    slice sizes)."""
+
+    slices: tuple[int, ...]
+    uneven: bool = False
+
+    def bounds(self, d: int, units: int) -> np.ndarray:
+        """Where each slice of dim ``d`` starts, in units, and where the last ends."""
+        n = self.slices[d]
+        sizes = np.full(n, units // n) + (np.arange(n) < units % n if self.uneven else 0)
+        return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def division(kernel: Kernel, dims: list[str] | None = None) -> Division:
+    """A kernel's division over ``dims`` (default: all its dims, in order)."""
+    return Division(tuple(kernel.slices[d] for d in (dims or kernel.slices)), kernel.uneven)
+
+
+def _units(layout: TensorLayout, d: int) -> int:
     eps = elems_per_stick(layout.dtype)
-    for d, (size, n) in enumerate(zip(layout.shape, slices, strict=True)):
-        units = -(-size // eps) if d == stick_dim else size
-        if units % n:
-            what = f"{units} sticks" if d == stick_dim else f"size {size}"
-            raise ProgramError(f"host dim {d} ({what}) does not split into {n} equal whole-stick slices",
-                               file, path)
+    return -(-layout.shape[d] // eps) if d == dim_map(layout)[-1] else layout.shape[d]
+
+
+def check_division(layout: TensorLayout, div: Division, file: str, path: str) -> None:
+    """Every core's piece must be whole sticks in every dim (and, uneven, at least one)."""
+    stick_dim = dim_map(layout)[-1]
+    for d, n in enumerate(div.slices):
+        units = _units(layout, d)
+        if (units < n) if div.uneven else (units % n):
+            what = f"{units} sticks" if d == stick_dim else f"size {layout.shape[d]}"
+            if div.uneven:
+                raise ProgramError(f"host dim {d} ({what}) has fewer than one stick or row for each of {n} slices",
+                                   file, path)
+            raise ProgramError(f"host dim {d} ({what}) does not split into {n} equal whole-stick slices; "
+                               "\"uneven\": true lets slices differ by one", file, path)
 
 
 def stick_hosts(layout: TensorLayout) -> tuple[np.ndarray, np.ndarray]:
@@ -51,15 +84,17 @@ def stick_of(layout: TensorLayout, host: np.ndarray) -> np.ndarray:
     return stick
 
 
-def owner_of(layout: TensorLayout, host: np.ndarray, slices: list[int]) -> np.ndarray:
-    """The core owning each host index: slice per dim, the first dim varying fastest."""
+def owner_of(layout: TensorLayout, host: np.ndarray, div: Division) -> np.ndarray:
+    """The core owning each host index: slice per dim, the first dim varying fastest. A dim of
+    size 1 is never cut (a reduction's output keeps the reduced dim as 1)."""
     eps, stick_dim = elems_per_stick(layout.dtype), dim_map(layout)[-1]
     core = np.zeros(host.shape[1], np.int64)
     weight = 1
     for d, size in enumerate(layout.shape):
-        piece = max(1, (-(-size // eps) // slices[d]) * eps if d == stick_dim else size // slices[d])  # size-1: 0
-        core += (host[d] // piece) * weight
-        weight *= slices[d]
+        if size > 1:
+            bounds = div.bounds(d, _units(layout, d)) * (eps if d == stick_dim else 1)
+            core += (np.searchsorted(bounds, host[d], side="right") - 1) * weight
+        weight *= div.slices[d]
     return core
 
 
@@ -71,11 +106,11 @@ def as_runs(ids: np.ndarray) -> Runs:
     return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
 
 
-def core_runs(layout: TensorLayout, slices: list[int]) -> dict[int, Runs]:
+def core_runs(layout: TensorLayout, div: Division) -> dict[int, Runs]:
     """Per core, the runs of device sticks it owns (padding-only sticks belong to nobody)."""
     host, valid = stick_hosts(layout)
-    core = owner_of(layout, host, slices)
-    cores = int(np.prod(slices))
+    core = owner_of(layout, host, div)
+    cores = int(np.prod(div.slices))
     return {c: as_runs(ids) for c in range(cores) if (ids := np.flatnonzero(valid & (core == c))).size}
 
 

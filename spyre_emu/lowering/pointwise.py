@@ -22,7 +22,7 @@ from ..kernel_program.layout import NO_HOST_DIM
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS, Step
 from .lx import Resident
-from .placement import Runs, as_runs, check_division, core_runs, stick_hosts, stick_of
+from .placement import Runs, as_runs, check_division, core_runs, division, stick_hosts, stick_of
 from .sfu import sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit
 from .target import Stepper, Target
@@ -124,13 +124,13 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                            src, kernel.path + ".dims")
     for j, t in enumerate(tensors[:-1]):
         _check_broadcast(t, tensors[-1], src, f"{kernel.path}.inputs[{j}]")
-    slices = list(kernel.slices.values())
-    check_division(out, slices, src, kernel.path + ".work_division")
+    div = division(kernel)
+    check_division(out, div, src, kernel.path + ".work_division")
     spec, host = OPS[kernel.op], stick_hosts(out)[0]
     steps = ((spec.sfu, tuple(range(spec.arity))),) if isinstance(spec.sfu, str) else spec.sfu
     stick_dim = dim_map(out)[-1]
     shares = {}
-    for core, runs in core_runs(out, slices).items():
+    for core, runs in core_runs(out, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
         inputs = []
         for t in tensors[:-1]:

@@ -26,7 +26,7 @@ from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor, default_layout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .lx import Resident
-from .placement import as_runs, check_division, owner_of, stick_hosts, stick_of
+from .placement import as_runs, check_division, division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks, halves
 from .sfu import fold, masked, sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit, Item
@@ -200,13 +200,15 @@ def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
         raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,
                            where + ".dims")
     dim, slices = reduced[0], list(kernel.slices.values())
-    check_division(x, slices, src, where + ".work_division")
+    check_division(x, division(kernel), src, where + ".work_division")
     along = dim == dim_map(x)[-1]
     step = elems_per_stick(x.dtype) if along else 1
     group, weight = slices[dim], math.prod(slices[:dim])
+    if -(-x.shape[dim] // step) % group:
+        raise ProgramError(f"the reduced dim splits into {group} equal slices only", src, where + ".work_division")
     per = -(-x.shape[dim] // step) // group
     host, valid = stick_hosts(y)
-    owner = owner_of(y, host, slices)
+    owner = owner_of(y, host, division(kernel))
     shares = {}
     for home in np.unique(owner[valid]):
         ids = np.flatnonzero(valid & (owner == home))

@@ -20,7 +20,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, stick_hosts, stick_of
+from .placement import check_division, core_runs, division, stick_hosts, stick_of
 from .streams import CoreStreams, Emit, Item
 from .target import Stepper, Target
 
@@ -83,10 +83,10 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
         raise ProgramError(f"restickify gives x.permute(perm).reshape(y.shape) in x's dtype, over dims equal to y's "
                            f"shape: x {list(x.shape)} {x.dtype}, y {list(y.shape)} {y.dtype}, dims "
                            f"{list(kernel.dims.values())}", src, where + ".dims")
-    slices = list(kernel.slices.values())
-    check_division(y, slices, src, where + ".work_division")
+    div = division(kernel)
+    check_division(y, div, src, where + ".work_division")
     shares = {}
-    for core, runs in core_runs(y, slices).items():
+    for core, runs in core_runs(y, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
         stick, lane = _sources(x, y, perm, ids)
         gathered = _gathered(stick, lane)

@@ -22,7 +22,7 @@ from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor, default_layout, elems_per_stick
 from ..kernel_program.model import Kernel
 from .lx import Resident
-from .placement import as_runs, check_division, owner_of, stick_hosts, stick_of
+from .placement import as_runs, check_division, division, owner_of, stick_hosts, stick_of
 from .pointwise import chunks, halves
 from .reduction import LOWEST
 from .sfu import fold, masked, sfu_ops, stick_addrs
@@ -160,10 +160,10 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
     if slices[-1] != 1:
         raise ProgramError("row-wise kernels keep each row on one core: the last dim's slices must be 1", src,
                            f"{where}.work_division.{list(kernel.dims)[-1]}")
-    check_division(x, slices, src, where + ".work_division")
+    check_division(x, division(kernel), src, where + ".work_division")
     row_layout = default_layout((*x.shape[:-1], 1), x.dtype)
     host, valid = stick_hosts(row_layout)
-    owner = owner_of(row_layout, host, slices)
+    owner = owner_of(row_layout, host, division(kernel))
     k = -(-n // lanes)
     param_ids = tuple(_param_sticks(t, k, lanes) for t in params)
     homes = {t.name: target.residents[t.name] for t in tensors if t.name in target.residents}

@@ -23,6 +23,7 @@ from .errors import SpyreEmuError
 from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace
+from .unit_program.load import read_json
 
 EXIT_USAGE = 2
 
@@ -52,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
     imp.add_argument("-o", "--output", required=True, metavar="OUT", help="kernel program JSON to write")
+    plot = sub.add_parser("plot", help="draw a report (spyre-emu run --json) as an image")
+    plot.add_argument("report", help="report JSON")
+    plot.add_argument("--kind", required=True, help="gantt, heatmap, roofline or ring")
+    plot.add_argument("-o", "--output", required=True, metavar="OUT", help="image to write (.png, .svg, .pdf)")
     return parser
 
 
@@ -125,11 +130,24 @@ def _import_sdsc(args: argparse.Namespace) -> None:
     _write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
 
 
+def _plot(args: argparse.Namespace) -> None:
+    from .results.plots import KINDS, image_bytes  # noqa: PLC0415 -- matplotlib loads only for this command
+    if args.kind not in KINDS:
+        raise SpyreEmuError(f"unknown kind {args.kind!r}; expected one of {', '.join(KINDS)}", "--kind")
+    try:
+        figure = KINDS[args.kind](read_json(Path(args.report)))
+    except SpyreEmuError as exc:
+        raise SpyreEmuError(exc.message, exc.file or args.report, exc.path) from None
+    _write_all([(Path(args.output), image_bytes(figure, args.output))])
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "import-sdsc":
             _import_sdsc(args)
+        elif args.command == "plot":
+            _plot(args)
         else:
             _run(args)
     except SpyreEmuError as exc:

@@ -20,6 +20,7 @@ import numpy as np
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
+from .gemm import run_gemm
 from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON")
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
+    _gemm_parser(sub)
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
     imp.add_argument("-o", "--output", required=True, metavar="OUT", help="kernel program JSON to write")
@@ -58,6 +60,25 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--kind", required=True, help="gantt, heatmap, roofline or ring")
     plot.add_argument("-o", "--output", required=True, metavar="OUT", help="image to write (.png, .svg, .pdf)")
     return parser
+
+
+def _gemm_parser(sub: argparse._SubParsersAction) -> None:
+    gemm = sub.add_parser("gemm", help="simulate one GEMM (M x K) @ (K x N) and print its report")
+    for dim in ("m", "n", "k"):
+        gemm.add_argument(f"--{dim}", type=int, required=True, help=f"GEMM size {dim.upper()}")
+    gemm.add_argument("--dtype", default="fp16", help="element type of A and B (default fp16)")
+    gemm.add_argument("--cores", type=int, default=1, help="cores to split M and N over (default 1)")
+    gemm.add_argument("--config", help="machine TOML (configs/plain-systolic.toml: a textbook array)")
+    gemm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    gemm.add_argument("--json", metavar="OUT", help="write the report as JSON")
+    gemm.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
+    gemm.add_argument("--quiet", action="store_true", help="do not print the report")
+
+
+def _max_cycles(value: int | None) -> dict[str, int]:
+    if value is not None and not 0 < value <= DEFAULT_MAX_CYCLES:
+        raise SpyreEmuError(f"must be a number of cycles from 1 to {DEFAULT_MAX_CYCLES}", "--max-cycles")
+    return {"max_cycles": value} if value else {}
 
 
 def _inputs(items: list[str]) -> dict[str, Path]:
@@ -105,11 +126,9 @@ def _write_all(outputs: list[tuple[Path, object]]) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.max_cycles is not None and not 0 < args.max_cycles <= DEFAULT_MAX_CYCLES:
-        raise SpyreEmuError(f"must be a number of cycles from 1 to {DEFAULT_MAX_CYCLES}", "--max-cycles")
+    kwargs = _max_cycles(args.max_cycles)
     machine = load_machine(args.config, args.set)
     program = load(args.program, machine)
-    kwargs = {"max_cycles": args.max_cycles} if args.max_cycles else {}
     result = run(program, machine, functional=args.functional, inputs=_inputs(args.input), **kwargs)
     outputs: list[tuple[Path, object]] = []
     if args.json:
@@ -123,6 +142,22 @@ def _run(args: argparse.Namespace) -> None:
     _write_all(outputs)
     if not args.quiet:
         sys.stdout.write(result.report.to_text())
+
+
+def _gemm(args: argparse.Namespace) -> None:
+    kwargs = _max_cycles(args.max_cycles)
+    machine = load_machine(args.config, args.set)
+    report = run_gemm(args.m, args.n, args.k, machine, args.dtype, args.cores, **kwargs)
+    if args.json:
+        _write_all([(Path(args.json), report.to_json().encode())])
+    if not args.quiet:
+        systolic = report.data.get("systolic")
+        extra = "" if not systolic else (
+            f"plain {systolic['array'][0]}x{systolic['array'][1]} {systolic['dataflow']} array: "
+            f"{systolic['folds']} folds of {systolic['fold_cycles']} cycles; SCALE-Sim utilization: overall "
+            f"{systolic['overall_util_percent']:.2f}%, mapping {systolic['mapping_efficiency_percent']:.2f}%, "
+            f"compute {systolic['compute_util_percent']:.2f}%\n")
+        sys.stdout.write(report.to_text() + extra)
 
 
 def _import_sdsc(args: argparse.Namespace) -> None:
@@ -148,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
             _import_sdsc(args)
         elif args.command == "plot":
             _plot(args)
+        elif args.command == "gemm":
+            _gemm(args)
         else:
             _run(args)
     except SpyreEmuError as exc:

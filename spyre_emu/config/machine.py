@@ -15,6 +15,9 @@ DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "fp8": 1, "int8": 1}
 
 Problems = list[tuple[str, str]]
 MAX_CYCLES_VALUE = 1 << 30  # any one latency or cost; keeps every sum of them far inside int64
+PT_MODES = ("spyre", "plain")
+DATAFLOWS = ("os", "ws", "is")  # output, weight (B), input (A) stationary: SCALE-Sim's three
+MAX_ARRAY_SIDE = 1 << 16  # PE rows or columns; keeps a pass's cycle count far inside int64
 
 
 def _cycle_values(unit: object) -> list[tuple[str, int]]:
@@ -71,6 +74,12 @@ class Cores:
 
 @dataclass(frozen=True)
 class PtArray:
+    """``mode`` "spyre" times passes as Spyre's SIMD-systolic array (rows_per_pass, lanes, fill, drain);
+    "plain" as a textbook pe_rows x pe_cols array of one-MAC PEs with ``dataflow`` (os, ws, is), as
+    SCALE-Sim v3 times a GEMM (docs/decisions/plain-systolic.md); ``dataflow`` matters only there."""
+
+    mode: str
+    dataflow: str
     pe_rows: int
     pe_cols: int
     rows_per_pass: int
@@ -86,11 +95,19 @@ class PtArray:
                 if not _pow2(n)]
         bad += [(f"lanes.{d}", f"unknown dtype; expected one of {sorted(DTYPE_BYTES)}")
                 for d in self.lanes if d not in DTYPE_BYTES]
-        return bad
+        if self.mode not in PT_MODES:
+            bad.append(("mode", f"must be one of {', '.join(PT_MODES)}"))
+        if self.dataflow not in DATAFLOWS:
+            bad.append(("dataflow", f"must be one of {', '.join(DATAFLOWS)}"))
+        return bad + _at_most(self, pe_rows=MAX_ARRAY_SIDE, pe_cols=MAX_ARRAY_SIDE)
+
+    @property
+    def plain(self) -> bool:
+        return self.mode == "plain"
 
     def macs_per_cycle(self, dtype: str) -> int:
-        """Peak MACs per cycle of one corelet's array for ``dtype``."""
-        return self.pe_rows * self.pe_cols * self.lanes[dtype]
+        """Peak MACs per cycle of one corelet's array for ``dtype`` (a plain PE does one MAC a cycle)."""
+        return self.pe_rows * self.pe_cols * (1 if self.plain else self.lanes[dtype])
 
 
 @dataclass(frozen=True)

@@ -119,16 +119,17 @@ def _sticks(data: np.ndarray) -> list[np.ndarray]:
 
 def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
     dtype, rows, k = a.get("dtype", "fp16"), a["rows"], a["k"]
-    db, cols = DTYPE_BYTES[dtype], machine.pt.cols_per_pass
+    db, cols = DTYPE_BYTES[dtype], a.get("cols", machine.pt.cols_per_pass)
     per_row, k_stride, row_stride = matmul_a_sticks(a, db)
     sticks = (np.arange(rows)[:, None] * row_stride + np.arange(per_row)[None, :] * k_stride).reshape(-1)
     raw = lx[(a["a"] + sticks[:, None] * STICK_BYTES + np.arange(STICK_BYTES)[None, :]).reshape(-1)]
     lhs = to_f32(raw.reshape(rows, per_row * STICK_BYTES)[:, :k * db].copy().reshape(-1), dtype).reshape(rows, k)
     rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
-    out = lhs.astype(np.float32) @ rhs.astype(np.float32)
-    c = slice(a["c"], a["c"] + rows * cols * 2)
+    width = -(-cols * 2 // STICK_BYTES) * STICK_BYTES // 2  # each C row is whole fp16 sticks; padding lanes get 0
+    out = lhs.astype(np.float32) @ np.pad(rhs.astype(np.float32), ((0, 0), (0, width - cols)))
+    c = slice(a["c"], a["c"] + rows * width * 2)
     if a.get("accumulate"):
-        out += to_f32(lx[c].copy(), "fp16").reshape(rows, cols)
+        out += to_f32(lx[c].copy(), "fp16").reshape(rows, width)
     lx[c] = from_f32(out.reshape(-1), "fp16")
 
 

@@ -15,6 +15,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..unit_program import HOST_CORE, Instruction, UnitProgram
 from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, Op
 from . import layout as L
+from . import systolic
 from .queue import new_queue
 
 
@@ -39,10 +40,13 @@ def unit_index(machine: Machine, core: int, unit: str) -> int:
     return core * len(CORE_UNITS) + CORE_UNITS.index(unit)
 
 
-def pt_pass_cycles(machine: Machine, rows: int, k: int, dtype: str) -> int:
-    """Fill, then max(MAC-limited, B-operand-stick-limited) streaming, then drain."""
+def pt_pass_cycles(machine: Machine, rows: int, k: int, dtype: str, cols: int | None = None) -> int:
+    """Spyre: fill, then max(MAC-limited, B-operand-stick-limited) streaming, then drain; a pass with
+    fewer rows or columns costs the same (the array is padded). Plain: the (rows x k) @ (k x cols)
+    GEMM on a textbook array, as SCALE-Sim v3 counts it (systolic.gemm)."""
     pt = machine.pt
-    del rows  # a pass costs the same with fewer than rows_per_pass rows: the array is padded
+    if pt.plain:
+        return systolic.gemm(rows, cols or pt.cols_per_pass, k, pt.pe_rows, pt.pe_cols, pt.dataflow).total_cycles
     macs = pt.rows_per_pass * k * pt.cols_per_pass
     compute = -(-macs // pt.macs_per_cycle(dtype))
     b_sticks = -(-(k * pt.cols_per_pass * DTYPE_BYTES[dtype]) // STICK_BYTES)
@@ -109,7 +113,7 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     elif op in (Op.LX2FIFO, Op.FIFO2LX):
         row[L.I_A4] = a["bytes"] // STICK_BYTES
     else:
-        row[L.I_DUR] = pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"))
+        row[L.I_DUR] = pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"), a.get("cols"))
     return row
 
 

@@ -78,7 +78,7 @@ def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
 
 def _pt(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
     passes = [ins for ins in log.instructions if ins.op == "matmul"]
-    macs = sum(ins.args["rows"] * ins.args["k"] * machine.pt.cols_per_pass for ins in passes)
+    macs = sum(ins.args["rows"] * ins.args["k"] * ins.args.get("cols", machine.pt.cols_per_pass) for ins in passes)
     arrays = {(ins.core, ins.unit) for ins in passes}
     peak = sum(machine.pt.macs_per_cycle(ins.args.get("dtype", "fp16")) for ins in passes) / max(len(passes), 1)
     return {"passes": len(passes), "macs": macs, "arrays_used": len(arrays),

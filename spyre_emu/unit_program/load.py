@@ -295,7 +295,7 @@ def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]
         return [("lx", a["lx"], a["bytes"])]
     if ins.op == "matmul":
         db = DTYPE_BYTES[a.get("dtype", "fp16")]
-        cols = machine.pt.cols_per_pass
+        cols = a.get("cols", machine.pt.cols_per_pass)
         per_row, k_stride, row_stride = matmul_a_sticks(a, db)
         a_span = ((per_row - 1) * k_stride + (a["rows"] - 1) * row_stride + 1) * STICK_BYTES
         return [("a", a["a"], a_span), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
@@ -321,8 +321,12 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
                            ins.path + ".bytes")
     if ins.op in SFU_OPS:
         _check_sfu(ins, source)
-    if ins.op == "matmul" and a["rows"] > machine.pt.rows_per_pass:
-        raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
+    if ins.op == "matmul" and not machine.pt.plain:  # a plain array takes a GEMM of any shape
+        if a["rows"] > machine.pt.rows_per_pass:
+            raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
+        if a.get("cols", 0) > machine.pt.cols_per_pass:
+            raise ProgramError(f"a PT pass has at most {machine.pt.cols_per_pass} columns", source,
+                               ins.path + ".cols")
     if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
         raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
                            source, ins.path + (".dtype" if "dtype" in a else ""))

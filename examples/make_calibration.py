@@ -2,7 +2,8 @@
 
 Each program is the measured workload as a kernel program; the work division is the one the
 measurement names, or the nearest one whose slices are whole sticks. Run them with
-`spyre-emu run examples/programs/calibration/NAME.json`; docs/calibration.md lists the results.
+`spyre-emu run examples/programs/calibration/NAME.json`; `spyre-emu validate` runs them all
+against the measurements and writes docs/validation.md.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ PROGRAMS = {
     "prefill_512x4096x12800_split32x1": matmul(512, 4096, 12800, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.07x "
                                                "faster"),
     "prefill_512x4096x12800_split8x4": matmul(512, 4096, 12800, 8, 4, "torch-spyre issue 2407"),
+    "matmul_512x2048x512_1core": matmul(512, 2048, 512, 1, 1, "torch-spyre fitted cost model: ~1140 MAC/ns per "
+                                        "core sustained by plain 2D matmul (compute-bound on one core)"),
 }
 
 

@@ -25,6 +25,8 @@ from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace
 from .unit_program.load import read_json
+from .validate import MEASUREMENTS, PROGRAMS, validate
+from .validate import render as render_validation
 
 EXIT_USAGE = 2
 
@@ -52,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
     _gemm_parser(sub)
+    _validate_parser(sub)
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
     imp.add_argument("-o", "--output", required=True, metavar="OUT", help="kernel program JSON to write")
@@ -73,6 +76,17 @@ def _gemm_parser(sub: argparse._SubParsersAction) -> None:
     gemm.add_argument("--json", metavar="OUT", help="write the report as JSON")
     gemm.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     gemm.add_argument("--quiet", action="store_true", help="do not print the report")
+
+
+def _validate_parser(sub: argparse._SubParsersAction) -> None:
+    val = sub.add_parser("validate", help="run the calibration programs against the silicon measurements")
+    val.add_argument("--config", help="machine TOML (default: configs/spyre.toml)")
+    val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    val.add_argument("--out", default="docs/validation.md", help="markdown to write (default: docs/validation.md)")
+    val.add_argument("--only", action="append", default=[], metavar="NAME",
+                     help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}")
+    val.add_argument("--programs", default=str(PROGRAMS), metavar="DIR", help="the calibration programs")
+    val.add_argument("--quiet", action="store_true", help="do not print the table")
 
 
 def _max_cycles(value: int | None) -> dict[str, int]:
@@ -160,6 +174,17 @@ def _gemm(args: argparse.Namespace) -> None:
         sys.stdout.write(report.to_text() + extra)
 
 
+def _validate(args: argparse.Namespace) -> None:
+    machine = load_machine(args.config, args.set)
+    rows, implied = validate(machine, tuple(args.only), Path(args.programs),
+                             progress=lambda stem: print(f"spyre-emu: validate: {stem}", file=sys.stderr))
+    config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
+    text = render_validation(rows, implied, config)
+    _write_all([(Path(args.out), text.encode())])
+    if not args.quiet:
+        sys.stdout.write(text)
+
+
 def _import_sdsc(args: argparse.Namespace) -> None:
     program = import_sdsc(args.directory)
     _write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
@@ -185,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             _plot(args)
         elif args.command == "gemm":
             _gemm(args)
+        elif args.command == "validate":
+            _validate(args)
         else:
             _run(args)
     except SpyreEmuError as exc:

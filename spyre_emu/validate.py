@@ -88,8 +88,9 @@ MEASUREMENTS = (
                 "204.8 GB/s peak takes 41 µs: the measured kernel cannot have moved all of it, so its schedule "
                 "(how many kernels, what stays on chip) differs from this program; one core's loads and stores "
                 "also reach only about 90 GB/s here"),
-    Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, input cloned to LX", 23.67, "µs",
-                "torch-spyre scratchpad planning doc", ("softmax_dim0_512x1024_lx_1core",), _us,
+    Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, "
+                "input cloned to LX", 23.67, "µs", "torch-spyre scratchpad planning doc",
+                ("softmax_dim0_512x1024_lx_1core",), _us,
                 "DRAM traffic falls to 2 MB; what remains is SFU time: 8192 sticks through copy, max, sub, exp, "
                 "sum and div on two SFUs at the assumed costs (1 cycle per stick, 4 for exp and div) is about "
                 "49,000 cycles. The silicon time fits one cycle per stick for every op: the assumed ×4 for "

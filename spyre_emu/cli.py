@@ -29,6 +29,7 @@ from .validate import MEASUREMENTS, PROGRAMS, validate
 from .validate import render as render_validation
 
 EXIT_USAGE = 2
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # every character str.splitlines breaks at
 
 
 class _Parser(argparse.ArgumentParser):
@@ -201,6 +202,11 @@ def _plot(args: argparse.Namespace) -> None:
     _write_all([(Path(args.output), image_bytes(figure, args.output))])
 
 
+def one_line(message: str) -> str:
+    """The message with its line breaks escaped: a file name or a --set value may hold any of them."""
+    return "".join(repr(c)[1:-1] if c in LINE_BREAKS else c for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -215,8 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _run(args)
     except SpyreEmuError as exc:
-        one_line = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # a file name or --set may hold one
-        print(f"spyre-emu: error: {one_line}", file=sys.stderr)
+        print(f"spyre-emu: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("spyre-emu: interrupted", file=sys.stderr)

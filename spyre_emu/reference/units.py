@@ -50,7 +50,9 @@ def _compute(card: Card, number: int, ins: Instruction) -> Generator:
     env, machine, a = card.env, card.machine, ins.args
     kind = unit_kind(ins.unit)
     if kind == "pt":
-        yield At(env, env.now + pt.pass_cycles(machine, a["k"], a.get("dtype", "fp16")), Kind.END, number)
+        cycles = pt.pass_cycles(machine, a["rows"], a.get("cols", machine.pt.cols_per_pass), a["k"],
+                                a.get("dtype", "fp16"))
+        yield At(env, env.now + cycles, Kind.END, number)
     elif kind == "lx2fifo":
         yield from stream(env, number, a["bytes"] // STICK_BYTES, None, card.fifo(ins.core, ins.unit, False), 1, 1)
     elif kind == "fifo2lx":

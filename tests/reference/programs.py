@@ -83,9 +83,13 @@ def _send(machine: Machine, core: int, data: st.DataObject, sticks: int) -> Step
 
 
 def _matmul(machine: Machine, core: int, corelet: int, data: st.DataObject) -> Step:
+    """A pass of at most rows_per_pass x cols_per_pass on a Spyre array; a GEMM of any shape on a plain one."""
+    pt, plain = machine.pt, machine.pt.mode == "plain"
     ins = {"op": "matmul", "a": 0, "b": 256 * KB, "c": 768 * KB,
-           "rows": data.draw(st.integers(1, machine.pt.rows_per_pass)), "k": data.draw(st.integers(1, 160)),
-           "dtype": data.draw(st.sampled_from(sorted(machine.pt.lanes)))}
+           "rows": data.draw(st.integers(1, 80 if plain else pt.rows_per_pass)), "k": data.draw(st.integers(1, 160)),
+           "dtype": data.draw(st.sampled_from(sorted(pt.lanes)))}
+    if data.draw(st.booleans()):
+        ins["cols"] = data.draw(st.integers(1, 100 if plain else pt.cols_per_pass))
     return [(core, f"pt{corelet}", ins)]
 
 

@@ -1,8 +1,9 @@
 """The numba engine and the simpy reference agree on every instruction's start and end cycle.
 
-Random programs (tests/reference/programs.py) run on the tiny and the default card, and on
-two variants of the tiny card that reach closed pages, refreshes, one-cycle hops, shallow
-FIFOs and a small in-flight budget. ``--slow`` runs a thousand more, and the large examples.
+Random programs (tests/reference/programs.py) run on the tiny and the default card, on two
+variants of the tiny card that reach closed pages, refreshes, one-cycle hops, shallow FIFOs,
+a small in-flight budget and a long write recovery, and on plain systolic arrays of the
+three dataflows. ``--slow`` runs a thousand more, and the large examples.
 """
 
 from __future__ import annotations
@@ -13,23 +14,27 @@ from hypothesis import HealthCheck, given, settings
 from spyre_emu import reference
 from spyre_emu.config import Machine, load_machine
 from spyre_emu.engine import simulate
+from spyre_emu.errors import SimulationError
 from spyre_emu.pipeline import load_program
 from spyre_emu.unit_program import UnitProgram, parse_unit_program
-from tests.conftest import ROOT
+from tests.conftest import ROOT, program
 from tests.reference.programs import unit_programs
 
 CONFIGS = {  # name: (file, overrides, CI programs)
-    "tiny": ("tiny.toml", [], 30),
-    "spyre": ("spyre.toml", [], 30),
+    "tiny": ("tiny.toml", [], 25),
+    "spyre": ("spyre.toml", [], 25),
     "tiny-closed": ("tiny.toml", ["dram.page_policy=closed", "dram.t_refi_cycles=300", "dram.t_rfc_cycles=40",
                                   "ring.hop_latency_cycles=1", "fifo.depth_sticks=2"], 20),
     "tiny-budget": ("tiny.toml", ["dma.max_burst_bytes=256", "dma.max_inflight_bytes=512",
                                   "dram.t_refi_cycles=500", "sfu.latency_cycles=0", "dram.t_wr_cycles=40"], 20),
+    "plain-ws": ("plain-systolic.toml", [], 4),
+    "plain-os": ("plain-systolic.toml", ["pt.dataflow=os", "pt.pe_rows=8", "pt.pe_cols=16"], 3),
+    "plain-is": ("plain-systolic.toml", ["pt.dataflow=is", "pt.pe_cols=8"], 3),
 }
-SLOW_PROGRAMS = 300  # per config under --slow
+SLOW_PROGRAMS = 200  # per config under --slow
 EXAMPLES = sorted((ROOT / "examples" / "programs").glob("*.json")) + sorted((ROOT / "docs" / "examples").glob("*.json"))
 DMA_OPS = ("load", "store", "send", "h2d", "d2h")
-CI_EXAMPLE_BYTES = 5 << 19  # examples moving more (about 3 s of simpy per MB) need --slow
+CI_EXAMPLE_BYTES = 1 << 20  # examples moving more (1-3 s of simpy per MB) need --slow
 
 
 def _machine(name: str) -> Machine:
@@ -78,3 +83,12 @@ def test_examples_agree(spyre, path, request):
     if moved > CI_EXAMPLE_BYTES and not request.config.getoption("--slow"):
         pytest.skip(f"moves {moved >> 10} KB: needs --slow")
     assert_agree(program, spyre)
+
+
+def test_both_find_a_deadlock(tiny, run_units):
+    """Eight sticks pushed into a FIFO of four that nothing pops: neither model finishes."""
+    cores = {0: {"lx2fifo0": [{"op": "lx2fifo", "lx": 0, "bytes": 8 * 128}]}}
+    with pytest.raises(SimulationError, match="deadlock"):
+        run_units(tiny, cores)
+    with pytest.raises(RuntimeError, match=r"deadlock at cycle 4: cores\[0\].units.lx2fifo0\[0\]"):
+        reference.simulate(parse_unit_program(program(cores), tiny), tiny)

@@ -27,6 +27,7 @@ UNIT_COLORS = {"load": "tab:blue", "store": "tab:orange", "send": "tab:purple", 
 BOUND_COLORS = {"memory": "tab:blue", "compute": "tab:red"}
 MAX_BARS = 5000           # more instructions than this and a Gantt chart is drawn from the activity bins
 LABELLED_TRACKS = 40      # more tracks than this and the y axis names cores, not each core's units
+CHAR_WIDTH = 1 / 150      # a 7-point character, as a fraction of a timeline's width
 
 
 def _data(report: Report | dict[str, Any]) -> dict[str, Any]:
@@ -68,24 +69,24 @@ def _unit_color(track: str) -> str:
 
 
 def _label_tracks(ax: Axes, names: list[str]) -> None:
-    """One y label per row; when there are too many to read, one per core at the middle of its rows,
-    with the units' order (when every core has the same units) in the axis label."""
+    """A y label per row while they fit; past that, rows named ``core3.*`` are labelled once per core,
+    at the middle of its rows, with the units' order (when every core has the same) in the axis label."""
     ax.set_ylim(len(names) - 0.5, -0.5)
-    if len(names) <= LABELLED_TRACKS:
-        ax.set_yticks(range(len(names)), names, fontsize=7)
-        return
     groups: dict[str, list[int]] = {}
     for row, name in enumerate(names):
         groups.setdefault(name.split(".", 1)[0], []).append(row)
+    if len(names) <= LABELLED_TRACKS or len(groups) == len(names):
+        step = -(-len(names) // (2 * LABELLED_TRACKS))
+        ax.set_yticks(range(0, len(names), step), names[::step], fontsize=7 if len(names) <= LABELLED_TRACKS else 6)
+        return
     step = -(-len(groups) // LABELLED_TRACKS)
     ticks = list(groups.items())[::step]
     ax.set_yticks([(rows[0] + rows[-1]) / 2 for _, rows in ticks], [group for group, _ in ticks], fontsize=7)
-    if len(groups) < len(names):
-        for rows in list(groups.values())[1:]:
-            ax.axhline(rows[0] - 0.5, color="0.85", linewidth=0.5)
-        units = {tuple(names[r].split(".", 1)[-1] for r in rows) for rows in groups.values()}
-        if len(units) == 1:
-            ax.set_ylabel("core (rows: " + ", ".join(units.pop()) + ")")
+    for rows in list(groups.values())[1:]:
+        ax.axhline(rows[0] - 0.5, color="0.85", linewidth=0.5)
+    units = {tuple(names[r].split(".", 1)[-1] for r in rows) for rows in groups.values()}
+    if len(units) == 1:
+        ax.set_ylabel("core (rows: " + ", ".join(units.pop()) + ")")
 
 
 def _figure(rows: int, lanes: int = 0) -> tuple[Figure, Axes | None, Axes]:
@@ -124,7 +125,7 @@ def _draw_kernels(ax: Axes, kernels: list[dict[str, Any]], lanes: list[int], tot
     for kernel, lane in zip(kernels, lanes, strict=True):
         start, width = kernel["start_cycle"], kernel["end_cycle"] - kernel["start_cycle"]
         ax.broken_barh([(start, width)], (lane - 0.4, 0.8), facecolors="0.75", edgecolors="0.3", linewidth=0.5)
-        if width >= total / 15:  # a name that fits inside its bar
+        if width / total >= (len(kernel["name"]) + 2) * CHAR_WIDTH:  # the name fits inside its bar
             ax.text(start + width / 2, lane, kernel["name"], ha="center", va="center", fontsize=7, clip_on=True)
     ax.set_ylim(max(lanes) + 0.5, -0.5)
     ax.set_yticks([])
@@ -225,9 +226,9 @@ def roofline(report: Report | dict[str, Any], machine: Machine | None = None) ->
         ax.scatter([k["roofline"]["intensity"] for k in mine],
                    [k["roofline"]["attained_flops_per_cycle"] * tera for k in mine],
                    color=BOUND_COLORS.get(bound, "tab:gray"), label=f"{bound}-bound", zorder=3)
-    for k in drawn:
+    for i, k in enumerate(drawn):  # names alternately above and below their point: neighbours often overlap
         ax.annotate(k["name"], (k["roofline"]["intensity"], k["roofline"]["attained_flops_per_cycle"] * tera),
-                    xytext=(4, 4), textcoords="offset points", fontsize=7)
+                    xytext=(4, 4 if i % 2 == 0 else -10), textcoords="offset points", fontsize=7)
     ax.set_xlabel("arithmetic intensity (flops per DRAM byte)")
     ax.set_ylabel("attained TFLOP/s")
     ax.grid(True, which="both", color="0.9", linewidth=0.5)

@@ -113,3 +113,9 @@ def test_ragged_activity_is_refused():
     report = {**REPORT, "activity": {"bin_cycles": 25, "tracks": ragged}}
     with pytest.raises(SpyreEmuError, match="^activity.tracks: expected"):
         plots.heatmap(report)
+
+
+def test_every_ring_link_is_named():
+    names = [f"core{c}->core{c + 1}" for c in range(74)]
+    report = {**REPORT, "activity": {"bin_cycles": 50, "links": [{"name": n, "busy": [0, 1]} for n in names]}}
+    assert _ticks(plots.ring(report).axes[0]) == names

@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpyreEmuError as exc:
         print(f"spyre-emu: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError:  # a program too large for this machine's memory: still one line, not a traceback
+        print("spyre-emu: error: out of memory (the program is too large to simulate here)", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("spyre-emu: interrupted", file=sys.stderr)
         return 130

@@ -250,6 +250,7 @@ class Machine:
             bad += [(f"{name}.{key}", msg) for key, msg in unit.problems()]
             bad += [(f"{name}.{key}", f"must be at most {MAX_CYCLES_VALUE}") for key, value in _cycle_values(unit)
                     if value > MAX_CYCLES_VALUE]
+        bad += self._pcie_rate()
         want = {f"core{i}" for i in range(self.cores.count)}
         want |= {f"mc{i}" for i in range(self.dram.controllers)} | {"pcie"}
         have = set(self.ring.stops)
@@ -258,6 +259,18 @@ class Machine:
             bad.append(("ring.stops", f"must list each core, memory controller and pcie once "
                         f"(missing {missing[:4]}, unknown {extra[:4]})"))
         return bad
+
+    def _pcie_rate(self) -> Problems:
+        """The PCIe port's cycles per stick (kept in 1/1024-cycle fixed point) must fit the engine's int64s."""
+        p = self.pcie
+        if min(p.gbytes_per_s, self.clock.ghz) <= 0 or p.max_payload_bytes <= 0:
+            return []  # reported by the units' own checks
+        per_stick = STICK_BYTES * (p.max_payload_bytes + p.tlp_overhead_bytes) / p.max_payload_bytes \
+            / (p.gbytes_per_s / self.clock.ghz)
+        if 1 / 1024 <= per_stick <= MAX_CYCLES_VALUE:
+            return []
+        return [("pcie.gbytes_per_s", f"gives {per_stick:.3g} cycles per 128 B stick at clock.ghz = {self.clock.ghz}; "
+                 f"must be between 1/1024 and {MAX_CYCLES_VALUE}")]
 
     def stop_of(self, name: str) -> int:
         return self.ring.stops.index(name)

@@ -36,6 +36,7 @@ LX_FAMILIES = {"pointwise", "reduction", "rowwise"}  # the families that read an
 
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
+    _check_memory(program, machine)
     usable = int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
     lx = plan_lx(program, usable)
     cores: dict[int, CoreStreams] = {}
@@ -57,6 +58,19 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     if program.host_transfers and program.kernels:
         data["host"] = _host_transfers(program, cores, first or [], stored)
     return parse_unit_program(data, machine, program.source)
+
+
+def _check_memory(program: KernelProgram, machine: Machine) -> None:
+    """Tensors must fit the card before any per-stick planning: a huge shape would otherwise ask numpy for
+    arrays of absurd size before the unit program's placement could reject it."""
+    total, room = 0, {"dram": machine.dram.size_bytes, "lx": machine.lx.size_bytes * machine.cores.count}
+    for name, tensor in program.tensors.items():
+        nbytes = device_bytes(tensor.layout)
+        total += nbytes if tensor.space == "dram" else 0
+        if nbytes > room[tensor.space] or total > room["dram"]:
+            where = "device memory" if tensor.space == "dram" else "the LX of all cores"
+            raise ProgramError(f"{name} takes {nbytes} B; with the tensors before it, more than the {where} "
+                               f"({room[tensor.space]} B)", program.source, f"tensors.{name}.shape")
 
 
 def _buffer(tensor) -> dict[str, Any]:

@@ -95,10 +95,9 @@ def token_cycle(draw: st.DrawFn, tree: Any) -> None:
     found = [node for node in found if isinstance(node, dict) and "op" in node]
     if found:
         a, b = draw(st.sampled_from(found)), draw(st.sampled_from(found))
-        a.setdefault("wait", []).append("fuzz_ab")
-        b.setdefault("signal", []).append("fuzz_ab")
-        b.setdefault("wait", []).append("fuzz_ba")
-        a.setdefault("signal", []).append("fuzz_ba")
+        for node, field, token in ((a, "wait", "fuzz_ab"), (b, "signal", "fuzz_ab"), (b, "wait", "fuzz_ba"),
+                                   (a, "signal", "fuzz_ba")):
+            node[field] = [*(node[field] if isinstance(node.get(field), list) else []), token]
 
 
 def layout(draw: st.DrawFn, tree: Any) -> None:

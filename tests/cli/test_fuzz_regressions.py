@@ -1,9 +1,21 @@
 """Bugs the fuzz tests found, each pinned by the smallest case that showed it."""
 
+import json
+
 import pytest
 
+import spyre_emu.cli
 from spyre_emu.cli import LINE_BREAKS, main
 from tests.conftest import ROOT
+
+TINY = str(ROOT / "configs" / "tiny.toml")
+
+
+def _fails(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    return err.removeprefix("spyre-emu: error: ").rstrip("\n")
 
 
 @pytest.mark.parametrize("char", list(LINE_BREAKS), ids=[f"U+{ord(c):04X}" for c in LINE_BREAKS])
@@ -13,3 +25,30 @@ def test_a_message_holding_any_line_break_stays_one_line(capsys, char):
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert err.startswith("spyre-emu: error: --set clock.ghz=a\\")
+
+
+@pytest.mark.parametrize("rate", ["2.96e-254", "1e300"])
+def test_a_pcie_rate_the_engine_cannot_hold_is_a_config_error(capsys, rate):
+    """pcie.gbytes_per_s = 2.96e-254 made the port's cycles per stick overflow int64 in pack (a traceback)."""
+    message = _fails(capsys, "run", str(ROOT / "docs" / "examples" / "load_exp_store.json"), "--config", TINY,
+                     "--set", f"pcie.gbytes_per_s={rate}")
+    assert message.startswith(f"--set pcie.gbytes_per_s={rate}: pcie.gbytes_per_s: gives ")
+
+
+def test_a_tensor_larger_than_device_memory_fails_before_lowering(tmp_path, capsys):
+    """A shape of 2**28 rows asked numpy for a 128 GiB array while planning LX (a MemoryError traceback)."""
+    program = json.loads((ROOT / "examples" / "programs" / "add_exp_kernels.json").read_text())
+    program["tensors"]["a"]["shape"] = [2**28, 1024]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(program))
+    message = _fails(capsys, "run", str(path), "--config", TINY)
+    assert message.startswith(f"{path}: tensors.a.shape: a takes {2**28 * 2048} B; with the tensors before it, "
+                              "more than the device memory (1073741824 B)")
+
+
+def test_out_of_memory_is_one_line(monkeypatch, capsys):
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+    monkeypatch.setattr(spyre_emu.cli, "load", exhausted)
+    message = _fails(capsys, "run", "x.json")
+    assert message == "out of memory (the program is too large to simulate here)"

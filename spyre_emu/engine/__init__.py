@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numba
@@ -28,22 +29,29 @@ _saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, _cache_dir()
 try:
     from . import layout as L
     from .log import EventLog, make_log
-    from .loop import run_nb
+    from .loop import run_nb, start_nb
     from .pack import pack
 finally:
     numba.config.CACHE_DIR = _saved
 
 DEFAULT_MAX_CYCLES = 1 << 62
+EVENTS_PER_CALL = 1 << 20  # about 0.1 s of the loop between two progress reports
+
+# progress(cycle, instructions done, instructions in all, events handled so far)
+Progress = Callable[[int, int, int, int], None]
 
 
 def simulate(program: UnitProgram, machine: Machine, max_cycles: int = DEFAULT_MAX_CYCLES,
-             chain_hops: bool = True) -> EventLog:
+             chain_hops: bool = True, progress: Progress | None = None,
+             events_per_call: int = EVENTS_PER_CALL) -> EventLog:
     """Run ``program`` on ``machine``; raise SimulationError on deadlock or the cycle limit.
 
     ``chain_hops=False`` makes every ring hop its own event: slower, same results (tested).
+    The jitted loop returns every ``events_per_call`` events so that ``progress`` can be called;
+    it resumes where it stopped, so the results do not depend on it (tested).
     """
     packed = pack(program, machine, max_cycles, chain_hops)
-    status, last = run_nb(packed.state)
+    status, last = _run(packed, progress, events_per_call)
     if status == L.STATUS_MAX_CYCLES:
         raise SimulationError(f"not finished after --max-cycles {max_cycles}", program.source)
     if status == L.STATUS_QUEUE_FULL:
@@ -51,6 +59,20 @@ def simulate(program: UnitProgram, machine: Machine, max_cycles: int = DEFAULT_M
     if status == L.STATUS_DEADLOCK:
         raise SimulationError(_deadlock_message(packed, int(last)), program.source)
     return make_log(packed.state, packed.instructions, packed.unit_names)
+
+
+def _run(packed, progress: Progress | None, events_per_call: int) -> tuple[int, int]:
+    """The jitted loop, called again while it reports its event budget spent."""
+    st = packed.state
+    if not start_nb(st):
+        return L.STATUS_QUEUE_FULL, 0
+    status, last, events = L.STATUS_RUNNING, 0, 0
+    while status == L.STATUS_RUNNING:
+        status, last = run_nb(st, last, events_per_call)
+        events += events_per_call
+        if progress is not None and status == L.STATUS_RUNNING:
+            progress(int(last), int(st[L.ST_ORDER][-1]), len(packed.instructions), events)
+    return status, last
 
 
 def _deadlock_message(packed, last: int) -> str:
@@ -73,4 +95,4 @@ def _deadlock_message(packed, last: int) -> str:
     return f"deadlock at cycle {last}: {shown}"
 
 
-__all__ = ["EventLog", "simulate"]
+__all__ = ["EventLog", "Progress", "simulate"]

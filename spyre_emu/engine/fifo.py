@@ -28,14 +28,14 @@ def step_nb(st, u, t):
         dst = fout if ins[i, L.I_A3] else -1
         step, visible = ins[i, L.I_A5], ins[i, L.I_A5] + ins[i, L.I_A6]
     if src >= 0 and fifo[src, L.F_VIS] == 0:
-        _block_nb(us, u, L.BLOCK_DATA, t)
+        _block_nb(st, u, L.BLOCK_DATA, t)
         fifo[src, L.F_WDATA] = u
         return True
     if dst >= 0 and fifo[dst, L.F_OCC] >= cfg[L.C_FIFO_DEPTH]:
-        _block_nb(us, u, L.BLOCK_ROOM, t)
+        _block_nb(st, u, L.BLOCK_ROOM, t)
         fifo[dst, L.F_WROOM] = u
         return True
-    _unblock_nb(us, u, t)
+    _unblock_nb(st, u, t)
     ok = True
     if src >= 0:
         fifo[src, L.F_VIS] -= 1
@@ -56,20 +56,25 @@ def step_nb(st, u, t):
 
 
 @njit(cache=True, _nrt=False)
-def _block_nb(us, u, reason, t):
+def _block_nb(st, u, reason, t):
+    us = st[L.ST_US]
     if us[u, L.U_BLOCK] != reason:
-        _unblock_nb(us, u, t)
+        _unblock_nb(st, u, t)
         us[u, L.U_BLOCKSINCE] = t
         us[u, L.U_BLOCK] = reason
 
 
 @njit(cache=True, _nrt=False)
-def _unblock_nb(us, u, t):
-    """Charge the cycles since the unit blocked to its cause; busy excludes them."""
+def _unblock_nb(st, u, t):
+    """Charge the cycles since the unit blocked to its cause, on the unit and on its current
+    instruction (reports split stalls by kernel); busy excludes them."""
+    us = st[L.ST_US]
     if us[u, L.U_BLOCK] == L.BLOCK_NONE:
         return
     stalled = t - us[u, L.U_BLOCKSINCE]
-    us[u, L.S_STALL_DATA if us[u, L.U_BLOCK] == L.BLOCK_DATA else L.S_STALL_ROOM] += stalled
+    data = us[u, L.U_BLOCK] == L.BLOCK_DATA
+    us[u, L.S_STALL_DATA if data else L.S_STALL_ROOM] += stalled
+    st[L.ST_TIMES][L.T_STALL_DATA if data else L.T_STALL_ROOM, us[u, L.U_PC]] += stalled
     us[u, L.S_BUSY] -= stalled
     us[u, L.U_BLOCK] = L.BLOCK_NONE
 

@@ -63,8 +63,12 @@ EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANN
 # Roles of a stick on the ring.
 ROLE_READ, ROLE_WRITE, ROLE_SEND = range(3)
 
-# Run status returned by the loop.
-STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL = range(4)
+# Run status returned by the loop (RUNNING: its event budget is spent, call it again).
+STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL, STATUS_RUNNING = range(5)
+
+# Per-instruction rows of ``times``: start, end, first FIFO push, cycles stalled on FIFO data and room.
+T_START, T_END, T_FIRST_PUSH, T_STALL_DATA, T_STALL_ROOM = range(5)
+T_ROWS = 5
 
 # Members of the state tuple ``st`` that ``pack`` builds and every jitted function receives.
 (ST_INS, ST_TOKS, ST_US, ST_TOK, ST_CFG, ST_CH, ST_BANK, ST_FIFO, ST_LINK, ST_CHUNK, ST_CHAN_STOP,

@@ -30,19 +30,25 @@ class EventLog:
     channel_stats: np.ndarray   # [channels, CHANNEL_STATS]
     link_stats: np.ndarray      # [2 * stops, LINK_STATS]: link 2s+0 leaves stop s clockwise
     total_cycles: int
+    # Per instruction, the cycles its unit waited for data in the FIFO it reads, and for room in the
+    # FIFO it writes (both inside start..end). None in logs made by hand: no FIFO stalls.
+    stall_data: np.ndarray | None = None
+    stall_room: np.ndarray | None = None
 
 
 def make_log(state: tuple, instructions: list[Instruction], unit_names: list[str]) -> EventLog:
     us, ch, link = state[2], state[5], state[8]
     n = len(instructions)
     times, order = state[14], state[15]
-    end = times[1, :n].copy()
+    end = times[L.T_END, :n].copy()
     return EventLog(
         instructions=instructions,
-        start=times[0, :n].copy(), end=end, first_push=times[2, :n].copy(), order=order[:n].copy(),
+        start=times[L.T_START, :n].copy(), end=end, first_push=times[L.T_FIRST_PUSH, :n].copy(),
+        order=order[:n].copy(),
         unit_names=unit_names,
         unit_stats=us[:, L.STAT_FIRST:].copy(),
         channel_stats=ch[:, L.D_STAT_FIRST:].copy(),
         link_stats=link[:, L.L_STICKS:].copy(),
         total_cycles=int(end.max()) if n else 0,
+        stall_data=times[L.T_STALL_DATA, :n].copy(), stall_room=times[L.T_STALL_ROOM, :n].copy(),
     )

@@ -69,14 +69,26 @@ def _finish_nb(st, u, t):
 
 
 @njit(cache=True, _nrt=False)
-def run_nb(st):
-    """Run to completion; return (status, cycle of the last event)."""
-    us, cfg, ev, qa = st[L.ST_US], st[L.ST_CFG], st[L.ST_EV], st[L.ST_QA]
-    for u in range(us.shape[0]):
+def start_nb(st):
+    """Every unit tries its first instruction at cycle 0; False if the event table is full."""
+    for u in range(st[L.ST_US].shape[0]):
         if not at_nb(st, 0, L.EV_TRY, u):
-            return L.STATUS_QUEUE_FULL, 0
-    now = 0
+            return False
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def run_nb(st, now, budget):
+    """Handle at most ``budget`` events after cycle ``now``; return (status, cycle of the last event).
+
+    STATUS_RUNNING means the budget ran out: all state is in ``st``, so calling again with the
+    returned cycle resumes exactly where it stopped (the caller reports progress in between).
+    """
+    us, cfg, ev, qa = st[L.ST_US], st[L.ST_CFG], st[L.ST_EV], st[L.ST_QA]
     while True:
+        if budget == 0:
+            return L.STATUS_RUNNING, now
+        budget -= 1
         slot = pop_nb(ev, qa)
         if slot < 0:
             break

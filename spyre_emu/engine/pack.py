@@ -169,7 +169,8 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     # FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
     ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
-    times = np.full((3, max(n_ins, 1)), -1, np.int64)
+    times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
+    times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
     pending = np.zeros(2 * len(machine.ring.stops), np.int64)
     return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,

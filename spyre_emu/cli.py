@@ -11,6 +11,7 @@ import argparse
 import errno
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +24,7 @@ from .errors import SpyreEmuError
 from .gemm import run_gemm
 from .kernel_program import import_sdsc
 from .pipeline import load, run
-from .results import chrome_trace
+from .results import chrome_trace, ideal_cycles_files
 from .unit_program.load import read_json
 from .validate import MEASUREMENTS, PROGRAMS, validate
 from .validate import render as render_validation
@@ -51,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--output-dir", default=".", metavar="DIR",
                          help="where functional outputs (.npy) are written, created if missing (default: .)")
     run_cmd.add_argument("--json", metavar="OUT", help="write the report as JSON")
-    run_cmd.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON")
+    run_cmd.add_argument("--trace", metavar="OUT", help="write a Chrome trace JSON (acelyzer dialect; Perfetto) "
+                         "and the folder OUT_ideal_cycles/ that acelyzer -c reads")
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
     _gemm_parser(sub)
@@ -140,6 +142,32 @@ def _write_all(outputs: list[tuple[Path, object]]) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
+def _ideal_cycles_dir(trace: Path) -> Path:
+    """Beside the trace: run.json -> run_ideal_cycles/ (acelyzer -i run.json -c run_ideal_cycles)."""
+    return trace.with_name(trace.stem + "_ideal_cycles")
+
+
+def _replace_tree(path: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` (relative paths) into a fresh folder beside ``path``, then swap it in whole."""
+    fresh = None
+    try:
+        fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+        for rel, payload in files.items():
+            (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+            (fresh / rel).write_bytes(payload)
+        old = path.with_name(f".{path.name}.old")
+        shutil.rmtree(old, ignore_errors=True)  # left by an interrupted run
+        if path.exists():
+            path.rename(old)
+        fresh.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
+    finally:
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
+
+
 def _run(args: argparse.Namespace) -> None:
     kwargs = _max_cycles(args.max_cycles)
     machine = load_machine(args.config, args.set)
@@ -149,12 +177,14 @@ def _run(args: argparse.Namespace) -> None:
     if args.json:
         outputs.append((Path(args.json), result.report.to_json().encode()))
     if args.trace:
-        outputs.append((Path(args.trace), chrome_trace(result.log, machine).encode()))
+        outputs.append((Path(args.trace), chrome_trace(result.log, machine, result.report.data).encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
     if result.outputs:
         _make_dir(Path(args.output_dir))
     _write_all(outputs)
+    if args.trace:
+        _replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
     if not args.quiet:
         sys.stdout.write(result.report.to_text())
 

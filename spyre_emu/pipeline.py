@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import Machine
-from .engine import DEFAULT_MAX_CYCLES, EventLog, simulate
+from .engine import DEFAULT_MAX_CYCLES, EventLog, Progress, simulate
 from .engine.functional import replay
 from .errors import ProgramError
 from .host_data import buffer_inputs, buffer_outputs, tensor_inputs, tensor_outputs
@@ -23,10 +23,12 @@ from .unit_program.load import parse_unit_program, read_json
 
 @dataclass(frozen=True)
 class Program:
-    """What runs: the unit program, and for a kernel program the tensors it was lowered from."""
+    """What runs: the unit program, and for a kernel program the tensors it was lowered from and
+    each kernel's op (for the report)."""
 
     units: UnitProgram
     tensors: dict[str, Tensor] = field(default_factory=dict)
+    kernel_ops: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ def load(path: str | Path, machine: Machine) -> Program:
         return Program(parse_unit_program(data, machine, str(path)))
     if tag == KERNEL_FORMAT:
         kernels = parse_kernel_program(data, str(path))
-        return Program(lower(kernels, machine), kernels.tensors)
+        return Program(lower(kernels, machine), kernels.tensors, {k.name: k.op for k in kernels.kernels})
     raise ProgramError(f"unknown program format {tag!r}; expected {UNIT_FORMAT!r} or {KERNEL_FORMAT!r}",
                        str(path), "format")
 
@@ -56,14 +58,16 @@ def load_program(path: str | Path, machine: Machine) -> UnitProgram:
 
 
 def run(program: UnitProgram | Program, machine: Machine, functional: bool = False,
-        inputs: dict[str, Path | np.ndarray] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES) -> RunResult:
+        inputs: dict[str, Path | np.ndarray] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
+        progress: Progress | None = None) -> RunResult:
     """Simulate; with ``functional``, also compute the outputs. A kernel program's ``inputs`` may be
-    .npy paths or host arrays (the torch front end passes arrays)."""
+    .npy paths or host arrays (the torch front end passes arrays). ``progress`` is called now and
+    then during the simulation (engine.simulate)."""
     if isinstance(program, UnitProgram):
         program = Program(program)
     units = program.units
-    log = simulate(units, machine, max_cycles)
-    report = build_report(log, machine, units.source)
+    log = simulate(units, machine, max_cycles, progress=progress)
+    report = build_report(log, machine, units.source, program.kernel_ops)
     if not functional:
         return RunResult(report, log)
     if program.tensors:

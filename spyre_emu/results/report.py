@@ -1,13 +1,16 @@
-"""Report: the EventLog summed up per unit class, DRAM channel and ring link; text and JSON.
+"""Report: the EventLog summed up for the program (per unit class, DRAM channel, ring link), per
+kernel (kernels.py) and over time (activity.py); as JSON and as text (text.py).
 
-Figures are integers or floats rounded to fixed digits so the JSON of a run is
-byte-identical across runs and processes.
+Figures are integers or floats rounded to fixed digits so the JSON of a run is byte-identical
+across runs and processes. docs/reports.md describes every key.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,14 +18,16 @@ import numpy as np
 from ..config import STICK_BYTES, Machine
 from ..engine.log import CHANNEL_STATS, LINK_STATS, UNIT_STATS, EventLog
 from ..unit_program.opcodes import unit_kind
+from .activity import activity
+from .kernels import kernel_figures, peak_flops_per_cycle
+from .text import render_text
+from .traffic import trace_traffic
+
+FORMAT, VERSION = "spyre-emu.report", 1
+_NUMBER_LIST = re.compile(r"\[\s*(-?[\d.e+-]+(?:,\s*-?[\d.e+-]+)*)\s*\]")
 
 UNIT_CLASSES = {"load": "dma", "store": "dma", "send": "dma", "lx2fifo": "fifo", "fifo2lx": "fifo",
                 "pt": "pt", "sfu": "sfu", "pcie": "pcie"}
-STALLS = {"stall_token_cycles": "waiting for a token (data not yet produced)",
-          "stall_data_cycles": "waiting for data in the FIFO it reads",
-          "stall_room_cycles": "waiting for room in the FIFO it writes",
-          "stall_link_cycles": "sticks waiting for a ring link (stick-cycles)",
-          "stall_dram_cycles": "requests waiting for DRAM beyond its latency (request-cycles)"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,9 @@ class Report:
         return self.data["total_cycles"]
 
     def to_json(self) -> str:
-        return json.dumps(self.data, indent=1) + "\n"
+        """Indented, with each list of numbers on one line (activity bins stay readable)."""
+        text = json.dumps(self.data, indent=1)
+        return _NUMBER_LIST.sub(lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
 
     def to_text(self) -> str:
         return render_text(self.data)
@@ -44,9 +51,14 @@ def _gbps(nbytes: float, cycles: int, ghz: float) -> float:
     return round(nbytes / cycles * ghz, 3) if cycles else 0.0
 
 
-def build_report(log: EventLog, machine: Machine, source: str) -> Report:
+def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[str, str] | None = None) -> Report:
+    """``kernel_ops``: the op of each kernel of a kernel program, by name."""
     cycles, ghz = log.total_cycles, machine.clock.ghz
+    traffic = trace_traffic(log, machine)
+    links = _link_names(log, machine)
     data: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
         "program": source,
         "total_cycles": cycles,
         "clock_ghz": ghz,
@@ -55,9 +67,25 @@ def build_report(log: EventLog, machine: Machine, source: str) -> Report:
         "units": _unit_classes(log, cycles),
         "pt": _pt(log, machine, cycles),
         "dram": _dram(log, machine, cycles),
-        "ring": _ring(log, machine, cycles),
+        "ring": _ring(log, machine, cycles, links),
+        "machine": {"cores": machine.cores.count,
+                    "peak_flops_per_cycle": peak_flops_per_cycle(machine, machine.cores.count),
+                    "peak_dram_bytes_per_cycle": round(machine.dram.peak_bytes_per_cycle(), 6),
+                    "link_bytes_per_cycle": machine.ring.link_bytes_per_cycle},
+        "kernels": kernel_figures(log, machine, traffic, Path(source).stem, kernel_ops or {}),
+        "activity": activity(log, machine, traffic, links),
     }
     return Report(data)
+
+
+def _link_names(log: EventLog, machine: Machine) -> dict[int, str]:
+    """Links that carried sticks: index -> "core1->core0" (stop names)."""
+    stops = machine.ring.stops
+    names = {}
+    for lk in np.flatnonzero(log.link_stats[:, 0]):
+        stop, direction = divmod(int(lk), 2)
+        names[int(lk)] = f"{stops[stop]}->{stops[(stop + (1 if direction == 0 else -1)) % len(stops)]}"
+    return names
 
 
 def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
@@ -99,48 +127,13 @@ def _dram(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
             "peak_gb_per_s": round(machine.dram.peak_bytes_per_cycle() * ghz, 3), "channels": chans}
 
 
-def _ring(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
-    stops, links = machine.ring.stops, []
-    for lk, row in enumerate(log.link_stats):
-        stats = dict(zip(LINK_STATS, (int(v) for v in row), strict=True))
-        if not stats["sticks"]:
-            continue
-        stop, direction = divmod(lk, 2)
-        nxt = stops[(stop + (1 if direction == 0 else -1)) % len(stops)]
-        links.append({"link": f"{stops[stop]}->{nxt}", "sticks": stats["sticks"],
+def _ring(log: EventLog, machine: Machine, cycles: int, names: dict[int, str]) -> dict[str, Any]:
+    links = []
+    for lk, name in names.items():
+        stats = dict(zip(LINK_STATS, (int(v) for v in log.link_stats[lk]), strict=True))
+        links.append({"link": name, "sticks": stats["sticks"],
                       "gb_per_s": _gbps(stats["sticks"] * STICK_BYTES, cycles, machine.clock.ghz),
                       "busy_share": round(stats["sticks"] / cycles, 6) if cycles else 0.0,
                       "wait_cycles": stats["wait_cycles"]})
     busiest = max(links, key=lambda x: x["sticks"])["link"] if links else None
     return {"stick_hops": int(np.sum(log.link_stats[:, 0])), "busiest_link": busiest, "links": links}
-
-
-def render_text(d: dict[str, Any]) -> str:
-    lines = [f"{d['program']}: {d['total_cycles']} cycles = {d['latency_us']:.3f} us at {d['clock_ghz']} GHz "
-             f"({d['instructions']} instructions)", "",
-             f"{'unit':<6}{'used':>6}{'busy cycles':>14}{'busy %':>8}  stalls"]
-    for cls, row in d["units"].items():
-        if not row["units_used"]:
-            continue
-        stalls = ", ".join(f"{k[6:-7]} {row[k]}" for k in STALLS if row[k]) or "none"
-        lines.append(f"{cls:<6}{row['units_used']:>6}{row['busy_cycles']:>14}{100 * row['busy_share']:>7.1f}%  "
-                     f"{stalls}")
-    lines.append("  stalls: " + "; ".join(f"{k[6:-7]} = {why}" for k, why in STALLS.items()))
-    pt = d["pt"]
-    if pt["passes"]:
-        lines.append(f"PT: {pt['passes']} passes, {pt['macs']} MACs on {pt['arrays_used']} arrays, "
-                     f"{100 * pt['mac_utilization']:.1f}% of their peak")
-    dram = d["dram"]
-    lines += ["", f"DRAM: read {dram['read_bytes']} B, write {dram['write_bytes']} B, "
-              f"{dram['gb_per_s']:.1f} GB/s of {dram['peak_gb_per_s']:.1f} peak"]
-    for ch in dram["channels"]:
-        if ch["read_bytes"] or ch["write_bytes"]:
-            lines.append(f"  ch{ch['channel']:<3}{ch['gb_per_s']:>8.2f} GB/s  hits {ch['row_hits']} "
-                         f"misses {ch['row_misses']} conflicts {ch['row_conflicts']} "
-                         f"turnarounds {ch['turnarounds']} refreshes {ch['refreshes']}")
-    ring = d["ring"]
-    lines += ["", f"Ring: {ring['stick_hops']} stick-hops, busiest link {ring['busiest_link']}"]
-    for link in sorted(ring["links"], key=lambda x: -x["sticks"])[:8]:
-        lines.append(f"  {link['link']:<16}{link['gb_per_s']:>8.2f} GB/s  busy {100 * link['busy_share']:.1f}%  "
-                     f"wait {link['wait_cycles']} cycles")
-    return "\n".join(lines) + "\n"

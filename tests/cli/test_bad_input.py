@@ -80,7 +80,7 @@ def test_valid_tiny_program_writes_report(cli):
     assert isinstance(report["total_cycles"], int)
     assert report["total_cycles"] > 0
     assert json.loads(cli.trace.read_text())["traceEvents"]
-    assert sorted(p.name for p in cli.out.iterdir()) == ["report.json", "trace.json"]
+    assert sorted(p.name for p in cli.out.iterdir()) == ["report.json", "trace.json", "trace_ideal_cycles"]
 
 
 # (program, expected JSON path, words the message must hold)

@@ -23,11 +23,13 @@ def test_report_and_trace(tmp_path, capsys):
     assert {"read_bytes", "write_bytes", "gb_per_s", "channels"} <= set(data["dram"])
     assert data["dram"]["read_bytes"] == data["dram"]["write_bytes"] == 64 * 1024 * 2
     events = json.loads(trace.read_text())["traceEvents"]
-    spans = [e for e in events if e["ph"] == "X"]
+    spans = [e for e in events if e["ph"] == "X" and e["cat"] == "unit"]
     tracks = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
-    assert {name for _, name in tracks} == {"load", "store", "sfu0", "sfu1"}
+    assert {name for pid, name in tracks if pid >= 100} == {"load", "store", "sfu0", "sfu1"}  # core0's units
     assert all(e["ph"] != "M" or "ts" in e for e in events)
     assert max(e["args"]["end_cycle"] for e in spans) == data["total_cycles"]
+    ideal = tmp_path / "t_ideal_cycles" / "inductor-spyre" / "softmax_1core" / "perf" / "ideal_cycles.json"
+    assert json.loads(ideal.read_text()) == [{"ideal_cycles": 0, "op_category": "program"}]  # no PT work
 
 
 def test_functional_run_writes_outputs(tmp_path, capsys):

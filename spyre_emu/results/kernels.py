@@ -1,0 +1,177 @@
+"""Per-kernel figures: span and phases, per-unit busy/stalled/idle cycles, work, bytes, roofline.
+
+A kernel is the set of instructions lowered from one kernel-program kernel (``Instruction.kernel``);
+a hand-written unit program is one kernel named after its file. Its span runs from its first
+instruction's start to its last one's end. Its compute phase runs from the first start to the last
+end of its compute instructions (PT, SFU and the FIFO movers that feed them), or is the whole span
+when it has none: before it is the DMA-in phase, after it the DMA-out phase (the trace's TS1..TS5).
+
+Within the span, every unit that runs one of the kernel's instructions is, each cycle, exactly one of:
+busy (running one of them), stalled (its next instruction is one of the kernel's and waits for a
+token; or a running one waits for FIFO data or room), or idle (anything else, including running
+another kernel's instructions). So busy + stalled + idle = span for every unit.
+
+Ideal cycles are work divided by the peak of the cores the kernel uses: PT MACs (each pass at its
+dtype's rate), SFU stick-cycles, DRAM bytes; ``ideal_cycles`` is the largest of the three. PT and
+SFU utilization are their ideal cycles over the compute phase, as IBM's trace analyzer computes PT
+utilization from ideal_cycles.json and the Cmpt Exec (TS3..TS4) duration.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
+from ..engine.log import EventLog
+from ..engine.pack import sfu_stick_cycles
+from ..unit_program.opcodes import SFU_OPS, unit_kind
+from .traffic import Traffic
+
+COMPUTE_KINDS = {"lx2fifo", "fifo2lx", "pt", "sfu"}
+STALL_CAUSES = ("token", "data", "room")
+
+
+def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, default_name: str,
+                   ops: dict[str, str]) -> list[dict[str, Any]]:
+    """One dict per kernel, ordered by start cycle (then end, then name)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, ins in enumerate(log.instructions):
+        groups[ins.kernel or default_name].append(i)
+    waits = _wait_start(log)
+    ring = traffic.ring_sticks(len(log.instructions))
+    kernels = [_kernel(name, np.array(idx), log, machine, traffic, ring, waits, ops.get(name, ""))
+               for name, idx in groups.items()]
+    return sorted(kernels, key=lambda k: (k["start_cycle"], k["end_cycle"], k["name"]))
+
+
+def _wait_start(log: EventLog) -> np.ndarray:
+    """Per instruction, the cycle its unit became free for it: the end of the unit's previous
+    instruction, or 0. Until its start it waited for tokens (a unit starts its next instruction
+    in the cycle the previous one ends when its tokens are there)."""
+    out = np.zeros(len(log.instructions), np.int64)
+    previous: dict[tuple[int, str], int] = {}
+    for i, ins in enumerate(log.instructions):  # stream by stream, in program order
+        key = (ins.core, ins.unit)
+        out[i] = log.end[previous[key]] if key in previous else 0
+        previous[key] = i
+    return out
+
+
+def _kernel(name: str, idx: np.ndarray, log: EventLog, machine: Machine, traffic: Traffic, ring: np.ndarray,
+            waits: np.ndarray, op: str) -> dict[str, Any]:
+    start, end = int(log.start[idx].min()), int(log.end[idx].max())
+    span, ghz = end - start, machine.clock.ghz
+    cores = sorted({log.instructions[i].core for i in idx if log.instructions[i].core >= 0})
+    compute = [i for i in idx if unit_kind(log.instructions[i].unit) in COMPUTE_KINDS]
+    exec_start = int(log.start[compute].min()) if compute else start
+    exec_end = int(log.end[compute].max()) if compute else end
+    per_unit = _per_unit(idx, log, waits, start, end)
+    work = _work(idx, log, machine)
+    moved = {"dram_read": int(traffic.dram_read[idx].sum()), "dram_write": int(traffic.dram_write[idx].sum()),
+             "ring": int(ring[idx].sum()) * STICK_BYTES, "lx": int(traffic.lx[idx].sum())}
+    ideal = _ideal(work, moved, machine, len(cores))
+    exec_cycles = exec_end - exec_start
+    return {
+        "name": name, "op": op, "start_cycle": start, "end_cycle": end, "cycles": span,
+        "us": round(span / ghz / 1000, 6), "instructions": len(idx),
+        "exec_start_cycle": exec_start, "exec_end_cycle": exec_end, "cores": cores,
+        "units": _by_kind(per_unit), "per_unit": per_unit,
+        "pt_utilization": _share(ideal["pt"], exec_cycles), "sfu_utilization": _share(ideal["sfu"], exec_cycles),
+        "macs": work["macs"], "bytes": moved,
+        "dram_gb_per_s": _gbps(moved["dram_read"] + moved["dram_write"], span, ghz),
+        "ring_gb_per_s": _gbps(moved["ring"], span, ghz),
+        "ideal_cycles": max(ideal.values()), "ideal_cycles_by": ideal,
+        "roofline": _roofline(work, moved, span, machine, len(cores)),
+    }
+
+
+def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end: int) -> list[dict[str, Any]]:
+    """busy / stalled by cause / idle cycles of every unit the kernel uses, within its span."""
+    n = len(log.instructions)
+    data = log.stall_data if log.stall_data is not None else np.zeros(n, np.int64)
+    room = log.stall_room if log.stall_room is not None else np.zeros(n, np.int64)
+    rows: dict[str, dict[str, Any]] = {}
+    for i in idx:
+        ins = log.instructions[i]
+        unit = ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"
+        row = rows.setdefault(unit, {"unit": unit, "busy_cycles": 0, "stall_cycles": dict.fromkeys(STALL_CAUSES, 0)})
+        stalls = row["stall_cycles"]
+        stalls["token"] += max(0, int(log.start[i]) - max(int(waits[i]), start))
+        stalls["data"] += int(data[i])
+        stalls["room"] += int(room[i])
+        row["busy_cycles"] += int(log.end[i] - log.start[i]) - int(data[i]) - int(room[i])
+    for row in rows.values():
+        row["idle_cycles"] = end - start - row["busy_cycles"] - sum(row["stall_cycles"].values())
+    return [rows[u] for u in sorted(rows, key=_unit_order)]
+
+
+def _unit_order(unit: str) -> tuple[int, str]:
+    core, _, name = unit.partition(".")
+    return (int(core[4:]), name) if name else (1 << 30, unit)
+
+
+def _by_kind(per_unit: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per unit kind (load, pt, sfu, ...): sums over its units; busy + stalls + idle = span x units_used."""
+    out: dict[str, Any] = {}
+    for row in per_unit:
+        kind = unit_kind(row["unit"].rsplit(".", 1)[-1])
+        agg = out.setdefault(kind, {"units_used": 0, "busy_cycles": 0, "stall_cycles": dict.fromkeys(STALL_CAUSES, 0),
+                                    "idle_cycles": 0})
+        agg["units_used"] += 1
+        agg["busy_cycles"] += row["busy_cycles"]
+        agg["idle_cycles"] += row["idle_cycles"]
+        for cause, cycles in row["stall_cycles"].items():
+            agg["stall_cycles"][cause] += cycles
+    return dict(sorted(out.items()))
+
+
+def _work(idx: np.ndarray, log: EventLog, machine: Machine) -> dict[str, Any]:
+    """PT MACs and their cycles at peak on one array; SFU stick-cycles and elements."""
+    macs, pt_cycles, sfu_cycles, elements = 0, 0.0, 0, 0
+    for i in idx:
+        ins = log.instructions[i]
+        a = ins.args
+        if ins.op == "matmul":
+            n = int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
+            macs += n
+            pt_cycles += n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16")))
+        elif ins.op in SFU_OPS:
+            sfu_cycles += int(a["sticks"]) * sfu_stick_cycles(machine, ins.op)
+            elements += int(a["sticks"]) * (STICK_BYTES // DTYPE_BYTES[str(a.get("dtype", "fp16"))])
+    return {"macs": macs, "pt_cycles": pt_cycles, "sfu_cycles": sfu_cycles, "sfu_elements": elements}
+
+
+def _ideal(work: dict[str, Any], moved: dict[str, int], machine: Machine, cores: int) -> dict[str, int]:
+    corelets = max(cores, 1) * machine.cores.corelets
+    dram = moved["dram_read"] + moved["dram_write"]
+    return {"pt": int(np.ceil(work["pt_cycles"] / corelets)), "sfu": -(-work["sfu_cycles"] // corelets),
+            "dram": int(np.ceil(dram / machine.dram.peak_bytes_per_cycle()))}
+
+
+def peak_flops_per_cycle(machine: Machine, cores: int) -> int:
+    """fp16 PT peak of ``cores`` cores, two flops per MAC: the roofline's flat roof."""
+    return 2 * machine.pt.macs_per_cycle("fp16") * machine.cores.corelets * cores
+
+
+def _roofline(work: dict[str, Any], moved: dict[str, int], span: int, machine: Machine,
+              cores: int) -> dict[str, Any]:
+    """Flops (2 per MAC, 1 per SFU element) over DRAM bytes; compute-bound at or right of the ridge."""
+    flops = 2 * work["macs"] + work["sfu_elements"]
+    nbytes = moved["dram_read"] + moved["dram_write"]
+    intensity = flops / nbytes if nbytes else None
+    ridge = peak_flops_per_cycle(machine, max(cores, 1)) / machine.dram.peak_bytes_per_cycle()
+    return {"flops": flops, "bytes": nbytes, "intensity": None if intensity is None else round(intensity, 6),
+            "attained_flops_per_cycle": round(flops / span, 6) if span else 0.0,
+            "peak_flops_per_cycle": peak_flops_per_cycle(machine, max(cores, 1)),
+            "bound": "compute" if intensity is None or intensity >= ridge else "memory"}
+
+
+def _share(part: float, whole: int) -> float:
+    return round(part / whole, 6) if whole else 0.0
+
+
+def _gbps(nbytes: int, cycles: int, ghz: float) -> float:
+    return round(nbytes / cycles * ghz, 3) if cycles else 0.0

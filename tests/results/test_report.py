@@ -1,0 +1,108 @@
+"""Per-kernel report figures: exact on a hand-timed program, and adding up on every example."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spyre_emu.engine.log import UNIT_STATS
+from spyre_emu.pipeline import run
+from spyre_emu.results.activity import spread
+from spyre_emu.results.traffic import trace_traffic
+from spyre_emu.unit_program import parse_unit_program
+from tests.conftest import program
+from tests.results.runs import MACHINE, STEMS, example
+
+# Core 0: pt0 runs one pass (kernel mm), then signals sfu0's exp and lx2fifo1. sfu0 runs relu, then
+# waits for the pass (kernel act); sfu1 streams 4 sticks from its FIFO, which lx2fifo1 fills only
+# after the pass (kernel stream).
+HAND = program({0: {
+    "pt0": [{"op": "matmul", "a": 0, "b": 8192, "c": 16384, "rows": 8, "k": 64, "signal": ["t1", "t2"],
+             "kernel": "mm"}],
+    "sfu0": [{"op": "relu", "a": 32768, "out": 36864, "sticks": 8, "kernel": "act"},
+             {"op": "exp", "a": 32768, "out": 36864, "sticks": 8, "wait": ["t1"], "kernel": "act"}],
+    "lx2fifo1": [{"op": "lx2fifo", "lx": 40960, "bytes": 512, "wait": ["t2"], "kernel": "stream"}],
+    "sfu1": [{"op": "relu", "a": "fifo", "out": 45056, "sticks": 4, "kernel": "stream"}],
+}})
+
+
+def _hand() -> dict:
+    return run(parse_unit_program(HAND, MACHINE, "hand.json"), MACHINE).report.data
+
+
+def _unit(kernel: dict, name: str) -> tuple:
+    row = next(r for r in kernel["per_unit"] if r["unit"] == name)
+    return row["busy_cycles"], row["stall_cycles"], row["idle_cycles"]
+
+
+def test_hand_timed_kernels():
+    mm, stream, act = _hand()["kernels"]  # by start, then end: 0..80, 0..89, 0..116
+    # The pass: fill 8 + max(8 x 64 x 64 MACs / 512 per cycle, 64 B sticks) + drain 8 = 80 cycles.
+    assert (mm["name"], mm["start_cycle"], mm["end_cycle"], mm["macs"]) == ("mm", 0, 80, 32768)
+    assert _unit(mm, "core0.pt0") == (80, {"token": 0, "data": 0, "room": 0}, 0)
+    # Ideal: 64 cycles of one array's work over the core's two arrays = 32; PT utilization 32 / 80.
+    assert mm["ideal_cycles_by"] == {"pt": 32, "sfu": 0, "dram": 0}
+    assert mm["pt_utilization"] == 0.4
+    # relu: latency 4 + 8 sticks x 1 = 12 cycles; exp waits for the pass (12..80), then 4 + 8 x 4 = 36.
+    assert (act["name"], act["end_cycle"]) == ("act", 116)
+    assert _unit(act, "core0.sfu0") == (12 + 36, {"token": 80 - 12, "data": 0, "room": 0}, 0)
+    assert act["ideal_cycles_by"]["sfu"] == (8 * 1 + 8 * 4) // 2  # stick-cycles over the core's two SFUs
+    # lx2fifo1 waits for the pass (0..80), pushes at 80..83, visible a cycle later, ends at 84.
+    # sfu1 waits for data from 0 to 81, steps at 81..84, ends 1 + 4 cycles after its last step: 89.
+    assert (stream["name"], stream["end_cycle"], stream["exec_start_cycle"]) == ("stream", 89, 0)
+    assert _unit(stream, "core0.lx2fifo1") == (4, {"token": 80, "data": 0, "room": 0}, 89 - 84)
+    assert _unit(stream, "core0.sfu1") == (89 - 81, {"token": 0, "data": 81, "room": 0}, 0)
+    assert stream["units"]["sfu"] == {"units_used": 1, "busy_cycles": 8, "stall_cycles": {"token": 0, "data": 81,
+                                                                                          "room": 0}, "idle_cycles": 0}
+
+
+def test_spread_is_exact_on_bins():
+    edges = np.array([0.0, 10.0, 20.0, 30.0])
+    got = spread(edges, np.array([5.0, 0.0]), np.array([25.0, 30.0]), np.array([1.0, 0.5]))
+    np.testing.assert_allclose(got, [5 + 5, 10 + 5, 5 + 5])
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_figures_add_up(stem):
+    result = example(stem)
+    data, log = result.report.data, result.log
+    for k in data["kernels"]:
+        for row in k["per_unit"]:
+            assert row["idle_cycles"] >= 0
+            assert row["busy_cycles"] + sum(row["stall_cycles"].values()) + row["idle_cycles"] == k["cycles"]
+        for agg in k["units"].values():
+            assert agg["busy_cycles"] + sum(agg["stall_cycles"].values()) + agg["idle_cycles"] == \
+                k["cycles"] * agg["units_used"]
+    # Busy and FIFO stall cycles of all kernels are the engine's own per-unit counters.
+    stats = {name: dict(zip(UNIT_STATS, row, strict=True)) for name, row in zip(log.unit_names, log.unit_stats,
+                                                                                  strict=True)}
+    rows = [r for k in data["kernels"] for r in k["per_unit"]]
+    for unit in {r["unit"] for r in rows}:
+        mine = [r for r in rows if r["unit"] == unit]
+        assert sum(r["busy_cycles"] for r in mine) == stats[unit]["busy_cycles"]
+        assert sum(r["stall_cycles"]["data"] for r in mine) == stats[unit]["stall_data_cycles"]
+        assert sum(r["stall_cycles"]["room"] for r in mine) == stats[unit]["stall_room_cycles"]
+        assert sum(r["stall_cycles"]["token"] for r in mine) <= stats[unit]["stall_token_cycles"]  # within spans
+    # Bytes: per link as the engine counted, and the kernels' bytes sum to what the program moved.
+    assert np.array_equal(trace_traffic(log, MACHINE).per_link(len(log.link_stats)), log.link_stats[:, 0])
+    assert sum(k["bytes"]["ring"] for k in data["kernels"]) == data["ring"]["stick_hops"] * 128
+    assert sum(k["bytes"]["dram_read"] for k in data["kernels"]) == data["dram"]["read_bytes"]
+    assert sum(k["bytes"]["dram_write"] for k in data["kernels"]) == data["dram"]["write_bytes"]
+    _activity_adds_up(data, stats)
+
+
+def _activity_adds_up(data: dict, stats: dict) -> None:
+    act = data["activity"]
+    sizes = np.diff(np.minimum(np.arange(act["bins"] + 1) * act["bin_cycles"], data["total_cycles"]))
+    assert act["bins"] <= 400
+    assert sizes.sum() == data["total_cycles"]
+    assert (sizes > 0).all()
+    slack = act["bins"] * act["bin_cycles"] * 0.5e-4 + 1e-6  # fractions are rounded to 4 digits
+    for track in act["tracks"]:
+        assert abs(np.dot(track["busy"], sizes) - stats[track["name"]]["busy_cycles"]) <= slack
+    for link in act["links"]:
+        sticks = next(lk["sticks"] for lk in data["ring"]["links"] if lk["link"] == link["name"])
+        assert abs(np.dot(link["busy"], sizes) - sticks) <= slack
+    moved = data["dram"]["read_bytes"] + data["dram"]["write_bytes"]
+    assert abs(np.dot(act["dram_gb_per_s"], sizes) / data["clock_ghz"] - moved) <= act["bins"] * 5e-4 * act[
+        "bin_cycles"] / data["clock_ghz"] + 1e-6

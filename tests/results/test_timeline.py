@@ -1,0 +1,68 @@
+"""The trace: the analyzer's dialect (kernel events, TS1..TS5, the enclosing host event), unit tracks,
+counters, exact timestamps."""
+
+from __future__ import annotations
+
+import json
+
+from spyre_emu.pipeline import run
+from spyre_emu.results import chrome_trace, ideal_cycles_files
+from spyre_emu.unit_program import parse_unit_program
+from tests.results.runs import MACHINE, example
+from tests.results.test_report import HAND
+
+
+def _hand_trace() -> dict:
+    result = run(parse_unit_program(HAND, MACHINE, "hand.json"), MACHINE)
+    return json.loads(chrome_trace(result.log, MACHINE, result.report.data))
+
+
+def test_kernel_events_in_the_analyzers_dialect():
+    trace = _hand_trace()
+    assert trace["deviceProperties"][0]["id"] == 0
+    events = trace["traceEvents"]
+    assert all("ts" in e for e in events if e["ph"] == "M")
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    # mm 0..80, stream 0..89, act 0..116 all overlap: one stream each. TS are 1000 MHz SoC counts of
+    # the start, compute start (twice: no prep phase), compute end and end, in 1100 MHz cycles.
+    assert [(e["name"], e["tid"], e["args"]["stream"]) for e in kernels] == [
+        ("mm Cmpt Exec", 1, 1), ("stream Cmpt Exec", 2, 2), ("act Cmpt Exec", 3, 3)]
+    assert [[e["args"][f"TS{n}"] for n in range(1, 6)] for e in kernels] == [
+        ["0", "0", "0", "72", "72"], ["0", "0", "0", "80", "80"], ["0", "0", "0", "105", "105"]]
+    assert [(e["ts"], e["dur"]) for e in kernels] == [(0.0, 0.0727), (0.0, 0.0809), (0.0, 0.1055)]
+    assert {e["args"]["correlation"] for e in kernels} == {1}
+    (host,) = [e for e in events if e["name"] == "aiuScheduleWait"]
+    assert (host["pid"], host["args"]["correlation"], host["ts"], host["dur"]) == (1, 1, 0.0, 0.1055)
+
+
+def test_unit_tracks_and_counters():
+    events = _hand_trace()["traceEvents"]
+    units = [e for e in events if e.get("cat") == "unit"]
+    assert [(e["pid"], e["tid"], e["name"], e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in units] == [
+        (100, 5, "matmul", 0, 80), (100, 6, "relu", 0, 12), (100, 6, "exp", 80, 116),
+        (100, 7, "lx2fifo", 80, 84), (100, 10, "relu", 0, 89)]
+    pt = [e for e in events if e["ph"] == "C" and e["name"] == "PT busy"]
+    # one array of the card's 64 is busy for the first 80 of 116 cycles (one-cycle bins), then none
+    assert [(e["ts"], e["args"]["busy"]) for e in pt] == [(0.0, round(1 / 64, 4)), (0.0727, 0.0), (0.1055, 0.0)]
+
+
+def test_every_track_ends_before_its_next_event_starts():
+    """The analyzer rejects partial overlaps on a track after rounding ends to 4 decimals."""
+    events = json.loads(chrome_trace(example("softmax_lx_kernels").log, MACHINE,
+                                     example("softmax_lx_kernels").report.data))["traceEvents"]
+    tracks: dict = {}
+    for e in (e for e in events if e["ph"] == "X"):
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for spans in tracks.values():
+        spans.sort(key=lambda e: e["ts"])
+        for a, b in zip(spans, spans[1:], strict=False):
+            assert round(a["ts"] + a["dur"], 4) <= b["ts"], (a, b)
+
+
+def test_ideal_cycles_files():
+    kernels = example("mlp_gelu_kernels").report.data["kernels"]
+    files = ideal_cycles_files(kernels)
+    assert sorted(files) == [f"inductor-spyre/{k}/perf/ideal_cycles.json" for k in ("bias", "gelu", "matmul")]
+    matmul = next(k for k in kernels if k["name"] == "matmul")
+    assert json.loads(files["inductor-spyre/matmul/perf/ideal_cycles.json"]) == [
+        {"ideal_cycles": matmul["ideal_cycles_by"]["pt"], "op_category": "matmul"}]

@@ -1,5 +1,5 @@
-"""`spyre-emu`: argument parsing and output files only; the work is in pipeline.run (``run``) and
-kernel_program.import_sdsc (``import-sdsc``).
+"""`spyre-emu`: argument parsing and output files only; the work is in pipeline.run (``run``),
+kernel_program.import_sdsc (``import-sdsc``) and results.compare (``compare``, ``check``).
 
 Every user error is one line on stderr and exit status 2; output files are written only
 after the run succeeded: all to temporary files first, then each renamed into place.
@@ -25,11 +25,14 @@ from .gemm import run_gemm
 from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace, ideal_cycles_files
+from .results.compare import compare, failures, read_report, render, threshold
+from .results.progress import ProgressBar
 from .unit_program.load import read_json
 from .validate import MEASUREMENTS, PROGRAMS, validate
 from .validate import render as render_validation
 
 EXIT_USAGE = 2
+EXIT_SLOWER = 1  # compare, check: a row is slower than allowed
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # every character str.splitlines breaks at
 
 
@@ -58,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
     _gemm_parser(sub)
     _validate_parser(sub)
+    _ci_parsers(sub)
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
     imp.add_argument("-o", "--output", required=True, metavar="OUT", help="kernel program JSON to write")
@@ -79,6 +83,21 @@ def _gemm_parser(sub: argparse._SubParsersAction) -> None:
     gemm.add_argument("--json", metavar="OUT", help="write the report as JSON")
     gemm.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     gemm.add_argument("--quiet", action="store_true", help="do not print the report")
+
+
+def _ci_parsers(sub: argparse._SubParsersAction) -> None:
+    cmp = sub.add_parser("compare", help="per-kernel cycles of two reports; exit 1 if slower than allowed")
+    cmp.add_argument("base", help="baseline report JSON (spyre-emu run --json)")
+    cmp.add_argument("new", help="new report JSON")
+    cmp.add_argument("--fail-if-slower", type=float, metavar="PCT", help="exit 1 if a row is slower by more")
+    check = sub.add_parser("check", help="run a program and compare it with a baseline report")
+    check.add_argument("program", help="unit or kernel program JSON")
+    check.add_argument("--baseline", required=True, metavar="REPORT", help="baseline report JSON")
+    check.add_argument("--tolerance", type=float, default=0.0, metavar="PCT",
+                       help="exit 1 if a row is slower than the baseline by more (default 0)")
+    check.add_argument("--config", help="machine TOML (default: configs/spyre.toml)")
+    check.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
+    check.add_argument("--json", metavar="OUT", help="write the new report as JSON (the next baseline)")
 
 
 def _validate_parser(sub: argparse._SubParsersAction) -> None:
@@ -172,7 +191,12 @@ def _run(args: argparse.Namespace) -> None:
     kwargs = _max_cycles(args.max_cycles)
     machine = load_machine(args.config, args.set)
     program = load(args.program, machine)
-    result = run(program, machine, functional=args.functional, inputs=_inputs(args.input), **kwargs)
+    bar = ProgressBar(sys.stderr)
+    try:
+        result = run(program, machine, functional=args.functional, inputs=_inputs(args.input), progress=bar,
+                     **kwargs)
+    finally:
+        bar.close()
     outputs: list[tuple[Path, object]] = []
     if args.json:
         outputs.append((Path(args.json), result.report.to_json().encode()))
@@ -187,6 +211,27 @@ def _run(args: argparse.Namespace) -> None:
         _replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
     if not args.quiet:
         sys.stdout.write(result.report.to_text())
+
+
+def _compare(args: argparse.Namespace) -> int:
+    limit = None if args.fail_if_slower is None else threshold(args.fail_if_slower, "--fail-if-slower")
+    rows = compare(read_report(args.base), read_report(args.new))
+    sys.stdout.write(render(rows, limit))
+    return EXIT_SLOWER if failures(rows, limit) else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    limit = threshold(args.tolerance, "--tolerance")
+    baseline = read_report(args.baseline)
+    machine = load_machine(args.config, args.set)
+    report = run(load(args.program, machine), machine).report
+    if args.json:
+        _write_all([(Path(args.json), report.to_json().encode())])
+    rows = compare(baseline, report.data)
+    sys.stdout.write(render(rows, limit))
+    if any(r.change_pct is not None and r.change_pct < -limit for r in rows):
+        sys.stdout.write("some rows are faster than the baseline: update it (spyre-emu check ... --json NEW)\n")
+    return EXIT_SLOWER if failures(rows, limit) else 0
 
 
 def _gemm(args: argparse.Namespace) -> None:
@@ -248,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
             _gemm(args)
         elif args.command == "validate":
             _validate(args)
+        elif args.command == "compare":
+            return _compare(args)
+        elif args.command == "check":
+            return _check(args)
         else:
             _run(args)
     except SpyreEmuError as exc:

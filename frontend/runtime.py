@@ -64,7 +64,7 @@ class CompiledGraph:
         if self.options.trace:
             path = Path(self.options.trace)
             path = path if len(self._segments()) == 1 else path.with_suffix(f".{i}{path.suffix}")
-            path.write_text(chrome_trace(result.log, self.machine))
+            path.write_text(chrome_trace(result.log, self.machine, result.report.data))
         return result
 
     def _functional(self, args: tuple[Any, ...]) -> list[Any]:

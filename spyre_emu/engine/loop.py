@@ -85,13 +85,13 @@ def run_nb(st, now, budget):
     returned cycle resumes exactly where it stopped (the caller reports progress in between).
     """
     us, cfg, ev, qa = st[L.ST_US], st[L.ST_CFG], st[L.ST_EV], st[L.ST_QA]
-    while True:
-        if budget == 0:
-            return L.STATUS_RUNNING, now
-        budget -= 1
+    for _ in range(budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
-            break
+            for u in range(us.shape[0]):
+                if us[u, L.U_PC] < us[u, L.U_END]:
+                    return L.STATUS_DEADLOCK, now
+            return L.STATUS_DONE, now
         t, kind = ev[slot, L.E_TIME], ev[slot, L.E_KIND]
         p0, p1, p2, p3, p4 = ev[slot, L.E_P0], ev[slot, L.E_P1], ev[slot, L.E_P2], ev[slot, L.E_P3], ev[slot, L.E_P4]
         if t > cfg[L.C_MAX_CYCLES]:
@@ -115,7 +115,4 @@ def run_nb(st, now, budget):
             ok = _try_start_nb(st, p0, t)
         if not ok:
             return L.STATUS_QUEUE_FULL, now
-    for u in range(us.shape[0]):
-        if us[u, L.U_PC] < us[u, L.U_END]:
-            return L.STATUS_DEADLOCK, now
-    return L.STATUS_DONE, now
+    return L.STATUS_RUNNING, now

@@ -54,3 +54,11 @@ def test_bad_input_is_one_line_and_exit_2(report, tmp_path, capsys, monkeypatch,
     assert err.startswith("spyre-emu: error: ")
     assert says in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_report_written_by_run_plots(tmp_path, capsys):
+    report = tmp_path / "mlp.json"
+    assert main(["run", str(ROOT / "examples/programs/mlp_gelu_kernels.json"), "--json", str(report), "--quiet"]) == 0
+    for kind in ("gantt", "heatmap", "roofline", "ring"):
+        assert main(["plot", str(report), "--kind", kind, "-o", str(tmp_path / f"{kind}.png")]) == 0
+        assert (tmp_path / f"{kind}.png").read_bytes().startswith(PNG)

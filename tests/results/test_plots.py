@@ -5,11 +5,12 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import StepPatch
 
-from spyre_emu import load_machine
+from spyre_emu import load, load_machine, run
 from spyre_emu.engine.log import EventLog
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.results import plots
 from spyre_emu.unit_program.model import Instruction
+from tests.conftest import ROOT
 from tests.results.reports import LINKS, REPORT, TRACKS
 
 
@@ -119,3 +120,19 @@ def test_every_ring_link_is_named():
     names = [f"core{c}->core{c + 1}" for c in range(74)]
     report = {**REPORT, "activity": {"bin_cycles": 50, "links": [{"name": n, "busy": [0, 1]} for n in names]}}
     assert _ticks(plots.ring(report).axes[0]) == names
+
+
+def test_a_simulated_report_draws_its_kernels_and_bins(spyre):
+    report = run(load(ROOT / "examples" / "programs" / "softmax_lx_kernels.json", spyre), spyre).report
+    data = report.data
+    band, ax = plots.gantt(report).axes[:2]
+    assert [_bars(c)[0][:2] for c in band.collections] == [(k["start_cycle"], k["end_cycle"] - k["start_cycle"])
+                                                           for k in data["kernels"]]
+    assert len([p for p in ax.patches if isinstance(p, StepPatch)]) == len(data["activity"]["tracks"])
+    for kind, rows in (("heatmap", "tracks"), ("ring", "links")):
+        image = plots.KINDS[kind](report).axes[0].images[0]
+        np.testing.assert_array_equal(image.get_array(), [row["busy"] for row in data["activity"][rows]])
+    tera = data["clock_ghz"] / 1000
+    points = {tuple(xy) for c in plots.roofline(report).axes[0].collections for xy in c.get_offsets()}
+    assert points == {(k["roofline"]["intensity"], k["roofline"]["attained_flops_per_cycle"] * tera)
+                      for k in data["kernels"] if k["roofline"]["flops"] and k["roofline"]["bytes"]}

@@ -36,7 +36,7 @@ LX_FAMILIES = {"pointwise", "reduction", "rowwise"}  # the families that read an
 
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
-    _check_memory(program, machine)
+    _check_card(program, machine)
     usable = int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
     lx = plan_lx(program, usable)
     cores: dict[int, CoreStreams] = {}
@@ -60,9 +60,14 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     return parse_unit_program(data, machine, program.source)
 
 
-def _check_memory(program: KernelProgram, machine: Machine) -> None:
-    """Tensors must fit the card before any per-stick planning: a huge shape would otherwise ask numpy for
-    arrays of absurd size before the unit program's placement could reject it."""
+def _check_card(program: KernelProgram, machine: Machine) -> None:
+    """Work divisions and tensors must fit the card before any planning: LX planning walks every core of a
+    division and every stick of a tensor, so a huge slice count or shape would otherwise run for hours or
+    ask numpy for arrays of absurd size before anything rejected it."""
+    for kernel in program.kernels:
+        if kernel.cores > machine.cores.count:
+            raise ProgramError(f"work division needs {kernel.cores} cores; the card has {machine.cores.count}",
+                               program.source, kernel.path + ".work_division")
     total, room = 0, {"dram": machine.dram.size_bytes, "lx": machine.lx.size_bytes * machine.cores.count}
     for name, tensor in program.tensors.items():
         nbytes = device_bytes(tensor.layout)
@@ -84,9 +89,6 @@ def _lower_kernel(target: Target, kernel: Kernel, cores: dict[int, CoreStreams])
     tensors = [program.tensors[n] for n in (*kernel.inputs, *kernel.outputs)]
     if spec.family not in LX_FAMILIES and any(t.space != "dram" for t in tensors):
         raise ProgramError(f"{spec.family} kernels read and write DRAM tensors only so far", src, kernel.path)
-    if kernel.cores > target.machine.cores.count:
-        raise ProgramError(f"work division needs {kernel.cores} cores; the card has {target.machine.cores.count}",
-                           src, kernel.path + ".work_division")
     shares = FAMILIES[spec.family](target, kernel, tensors)
     for core, emit in shares.items():
         streams = cores.setdefault(core, CoreStreams(core))

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from spyre_emu.cli import main
@@ -37,8 +37,10 @@ UNIT_SEEDS = {k: v for k, v in SEEDS.items() if v["format"] == "spyre-emu.unit-p
 KERNEL_SEEDS = {k: v for k, v in SEEDS.items() if v["format"] == "spyre-emu.kernel-program"}
 TINY = tomllib.loads((ROOT / "configs" / "tiny.toml").read_text())
 SMALL_PROGRAM = ROOT / "docs" / "examples" / "load_exp_store.json"
+# No shrinking: a failing case is reported as drawn (shrinking would rerun cases that may each take the budget).
 FUZZ = settings(max_examples=max(1, CASES * 2 // 5), deadline=None, database=None,
-                derandomize="FUZZ_CASES" not in os.environ, suppress_health_check=list(HealthCheck))
+                derandomize="FUZZ_CASES" not in os.environ, suppress_health_check=list(HealthCheck),
+                phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
 class Hang(BaseException):
@@ -68,12 +70,14 @@ def run_case(tmp: Path, program: bytes, *extra: str, what: object = None) -> int
     argv = ["run", str(prog), "--quiet", "--max-cycles", MAX_CYCLES, "--json", str(out / "report.json"),
             "--trace", str(out / "trace.json"), "--output-dir", str(out), *extra]
     stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), _budget(BUDGET_S):
-        code = main(argv)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr), _budget(BUDGET_S):
+            code = main(argv)
+    except Hang as exc:
+        _log("hang", str(what))
+        pytest.fail(f"{exc}: {what}")
     err, written = stderr.getvalue(), sorted(p.name for p in out.iterdir())
-    if LOG:
-        with open(LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps([code, err[:160]]) + "\n")
+    _log(code, err[:160])
     assert code in (0, 2), (code, err, what)
     assert stdout.getvalue() == "", what
     if code == 2:
@@ -87,9 +91,18 @@ def run_case(tmp: Path, program: bytes, *extra: str, what: object = None) -> int
     return code
 
 
+def _log(outcome: object, text: str) -> None:
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps([outcome, text]) + "\n")
+
+
 @pytest.fixture(scope="module")
 def tmp(tmp_path_factory):
-    return tmp_path_factory.mktemp("fuzz")
+    """The cases' folder; the engine is compiled first (a cold numba compile is not the case's time)."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    assert main(["run", str(SMALL_PROGRAM), "--quiet"]) == 0
+    return folder
 
 
 @FUZZ

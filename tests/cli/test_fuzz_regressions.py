@@ -6,6 +6,7 @@ import pytest
 
 import spyre_emu.cli
 from spyre_emu.cli import LINE_BREAKS, main
+from tests.cli.test_fuzz import _budget
 from tests.conftest import ROOT
 
 TINY = str(ROOT / "configs" / "tiny.toml")
@@ -41,9 +42,9 @@ def test_a_tensor_larger_than_device_memory_fails_before_lowering(tmp_path, caps
     program["tensors"]["a"]["shape"] = [2**28, 1024]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(program))
-    message = _fails(capsys, "run", str(path), "--config", TINY)
+    message = _fails(capsys, "run", str(path))
     assert message.startswith(f"{path}: tensors.a.shape: a takes {2**28 * 2048} B; with the tensors before it, "
-                              "more than the device memory (1073741824 B)")
+                              "more than the device memory (137438953472 B)")
 
 
 def test_out_of_memory_is_one_line(monkeypatch, capsys):
@@ -52,3 +53,14 @@ def test_out_of_memory_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(spyre_emu.cli, "load", exhausted)
     message = _fails(capsys, "run", "x.json")
     assert message == "out of memory (the program is too large to simulate here)"
+
+
+def test_a_division_over_more_cores_than_the_card_fails_before_lx_planning(tmp_path, capsys):
+    """work_division mb = 33554431 on a kernel writing an LX tensor: LX planning walked 33 million cores (a hang)."""
+    program = json.loads((ROOT / "examples" / "programs" / "layernorm_residual_kernels.json").read_text())
+    program["kernels"][0]["work_division"] = {"mb": 33554431}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(program))
+    with _budget(20):
+        message = _fails(capsys, "run", str(path))
+    assert message == f"{path}: kernels[0].work_division: work division needs 33554431 cores; the card has 32"

@@ -24,7 +24,8 @@ LX_OUT = 512 * KB  # where results go in LX; inputs start at 0 (overlaps do not 
 
 @st.composite
 def unit_programs(draw: st.DrawFn, machine: Machine, max_steps: int = 16) -> dict[str, Any]:
-    cores = draw(st.lists(st.integers(0, machine.cores.count - 1), min_size=1, max_size=4, unique=True))
+    count = machine.cores.count
+    cores = draw(st.lists(st.integers(0, count - 1), min_size=1, max_size=min(count, 6), unique=True))
     steps = [draw(_step(machine, cores)) for _ in range(draw(st.integers(1, max_steps)))]
     _add_tokens(draw, steps)
     units: dict[int, dict[str, list]] = {}
@@ -43,8 +44,7 @@ def _step(machine: Machine, cores: list[int]) -> st.SearchStrategy[Step]:
     core = st.sampled_from(cores)
     corelet = st.integers(0, 1)
     return st.one_of(
-        st.builds(_dma, st.just(machine), core, st.sampled_from(["load", "store"]), _dram(machine),
-                  _sticks(machine)),
+        st.builds(_dma, core, st.sampled_from(["load", "store"]), _dram(machine), _sticks(machine)),
         st.builds(_host, st.sampled_from(["h2d", "d2h"]), _dram(machine), _sticks(machine)),
         st.builds(_send, st.just(machine), core, st.data(), _sticks(machine)),
         st.builds(_matmul, st.just(machine), core, corelet, st.data()),
@@ -68,7 +68,7 @@ def _dram(machine: Machine) -> st.SearchStrategy[int]:
                      st.integers(0, 255))
 
 
-def _dma(machine: Machine, core: int, op: str, dram: int, sticks: int) -> Step:
+def _dma(core: int, op: str, dram: int, sticks: int) -> Step:
     return [(core, op, {"op": op, "dram": dram, "lx": 0 if op == "load" else LX_OUT, "bytes": sticks * STICK_BYTES})]
 
 
@@ -134,9 +134,6 @@ def _add_tokens(draw: st.DrawFn, steps: list[Step]) -> None:
         if not before or not after:
             continue
         count = draw(st.integers(1, min(3, len(before), len(after))))
-        for ins in draw(st.lists(st.sampled_from(range(len(before))), min_size=count, max_size=count,
-                                 unique=True)):
-            before[ins].setdefault("signal", []).append(f"t{n}")
-        for ins in draw(st.lists(st.sampled_from(range(len(after))), min_size=count, max_size=count,
-                                 unique=True)):
-            after[ins].setdefault("wait", []).append(f"t{n}")
+        for side, field in ((before, "signal"), (after, "wait")):
+            for k in draw(st.lists(st.sampled_from(range(len(side))), min_size=count, max_size=count, unique=True)):
+                side[k].setdefault(field, []).append(f"t{n}")

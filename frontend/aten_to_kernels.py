@@ -9,6 +9,7 @@ a ``fallback`` step: torch runs it on the CPU and the report names it.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -160,7 +161,7 @@ def _reduce(b: Builder, x: Value, dims: Any = None, keepdim: bool = False, dtype
 
 
 def _view_of(b: Builder, x: Value, shape: tuple[int, ...]) -> Value:
-    """A regrouping view the front end adds (dropping reduced dims): a host reshape if not folded."""
+    """A reshape the front end adds (dropping reduced dims, flattening a matmul operand)."""
     out = b.value(shape, x.dtype)
     b.nodes.append(Node("reshape", [x], [out], b.fx, host="view", reason="reshape", attrs={"regroup": True}))
     return out
@@ -208,22 +209,55 @@ def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool) -> Value:
 
 
 def _view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
-    """A view-family op: data movement unless the layout pass finds it a regrouping of the same tensor."""
-    val = b.fx.meta["val"]
+    """A view-family op. Permutes and reshapes are resolved by the layout pass (on the card, or
+    free); an expand that broadcasts is an ``identity`` kernel; the rest run on the host."""
+    val, op = b.fx.meta["val"], b.fx.target.overloadpacket
     if not isinstance(val, torch.Tensor):
         raise UnsupportedError("a view with several results")
-    return _host(b, "view", b.fx.target.overloadpacket.__name__, regroup=_keeps_order(b.fx, x))
-
-
-def _keeps_order(fx: torch.fx.Node, x: Value) -> bool:
-    """Whether the view lists the elements in the same order (a regrouping of dims)."""
-    op, shape = fx.target.overloadpacket, tuple(fx.meta["val"].shape)
-    if op in (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.clone, aten.alias):
-        return True
+    if op is aten.expand and tuple(val.shape) != x.shape:
+        _device(x)
+        return b.kernel("identity", [x], val.shape)
     if op is aten.permute:
-        moved = [d for d in fx.args[1] if x.shape[d] != 1]
-        return moved == sorted(moved)
-    return op is aten.expand and shape == x.shape
+        return _host(b, "view", "permute", perm=tuple(d % len(x.shape) for d in args[0]))
+    return _host(b, "view", op.__name__, regroup=op in ORDER_KEEPING or op is aten.expand)
+
+
+ORDER_KEEPING = (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.clone, aten.alias)
+
+
+def _cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
+    """A cat of (negated) slices of one value's last dim, as rotate_half in RoPE: the value times a
+    constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data movement."""
+    slices = [_signed_slice(fx) for fx in b.fx.args[0]]
+    rank = len(parts[0].shape)
+    if dim % rank != rank - 1 or None in slices or len({s[0] for s in slices}) != 1:
+        raise UnsupportedError("a cat other than of slices of one value's last dim")
+    x = b.env[slices[0][0]]
+    _device(x)
+    n, m = x.shape[-1], sum(end - start for _, start, end, _ in slices)
+    matrix, at = torch.zeros(n, m, dtype=x.dtype), 0
+    for _, start, end, sign in slices:
+        matrix[torch.arange(start, end), torch.arange(at, at + end - start)] = sign
+        at += end - start
+    rows = _view_of(b, x, (math.prod(x.shape[:-1]), n))
+    out = b.kernel("batchmatmul", [rows, b.value((n, m), x.dtype, const=matrix)], (rows.shape[0], m))
+    return _view_of(b, out, _out_shape(b))
+
+
+def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | None:
+    """(source, start, end, sign) of ``x[..., start:end]`` or its negation along the last dim."""
+    sign = 1.0
+    if fx.target is aten.neg.default:
+        sign, fx = -1.0, fx.args[0]
+    if fx.target is not aten.slice.Tensor:
+        return None
+    src, dim, start, end, step = (*fx.args, *[None] * (5 - len(fx.args)))
+    size = src.meta["val"].shape
+    if (dim or 0) % len(size) != len(size) - 1 or step not in (None, 1):
+        return None
+    n = size[-1]
+    start, end = (min(max(i + n if i < 0 else i, 0), n) for i in (start or 0, n if end is None else end))
+    return src, start, end, sign
 
 
 def _to_copy(b: Builder, x: Value, dtype: torch.dtype | None = None, **kwargs: Any) -> Value:
@@ -238,7 +272,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
     aten.pow: _pow, aten.clamp: _clamp, aten.clamp_min: _clamp,
     aten.clamp_max: lambda b, x, hi: _clamp(b, x, None, hi), aten.where: _where,
     aten.mm: _matmul, aten.bmm: _matmul, aten.addmm: _addmm, aten.native_layer_norm: _layer_norm,
-    aten._softmax: _softmax, aten._to_copy: _to_copy,
+    aten._softmax: _softmax, aten._to_copy: _to_copy, aten.cat: _cat,
 }
 
 
@@ -248,15 +282,16 @@ def _values(a: Any) -> list[Any]:
     return out
 
 
-def _host(b: Builder, kind: str, reason: str, regroup: bool = False) -> Any:
-    """The ATen node runs on the CPU as it is (``kind`` "view" or "fallback"); its results are new values."""
+def _host(b: Builder, kind: str, reason: str, **attrs: Any) -> Any:
+    """The ATen node runs on the CPU as it is (``kind`` "view" or "fallback"); its results are new
+    values. ``attrs``: "regroup" (a view keeping the element order) or "perm" (a permute)."""
     fx = b.fx
     val = fx.meta["val"]
     many = isinstance(val, (tuple, list))
     outs = [b.value(t.shape, t.dtype) for t in (val if many else [val])]
     args, kwargs = b.arg(fx.args), b.arg(fx.kwargs)
     b.nodes.append(Node(str(fx.target), _values((args, kwargs)), outs, fx, host=kind, reason=reason,
-                        attrs={"args": args, "kwargs": kwargs, "regroup": regroup}))
+                        attrs={"args": args, "kwargs": kwargs, **attrs}))
     return tuple(outs) if many else outs[0]
 
 
@@ -278,7 +313,19 @@ def build_graph(gm: torch.fx.GraphModule) -> Graph:
             b.env[fx] = b.env[fx.args[0]][fx.args[1]]
         else:
             b.env[fx] = _call(b, fx)
-    return Graph(inputs, b.nodes, outputs)
+    return Graph(inputs, _live(b.nodes, outputs), outputs)
+
+
+def _live(nodes: list[Node], outputs: list[Any]) -> list[Node]:
+    """The nodes whose results are used (inference graphs are pure): a slice that a rewritten cat
+    no longer needs is dropped."""
+    read = {v for v in outputs if isinstance(v, Value)}
+    live = []
+    for node in reversed(nodes):
+        if any(v in read for v in node.outputs):
+            live.append(node)
+            read.update(node.inputs)
+    return live[::-1]
 
 
 def _call(b: Builder, fx: torch.fx.Node) -> Any:

@@ -2,12 +2,13 @@
 
 1. ``build_graph`` (aten_to_kernels.py): ATen ops -> kernels, view steps, fallbacks
 2. ``fuse`` (fusion.py): composite ops back into one kernel (softmax, norms, SiLU, GELU)
-3. ``assign_layouts`` (layout.py): device tensors, free views, host round trips
+3. ``assign_layouts`` (layout.py): device tensors, views restickified on the card, host round trips
 4. ``divide_work`` (work_division.py): each kernel's split over the cores
 5. ``split_steps`` (program.py): kernel programs between host steps
 6. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
    ``emit_programs`` (program.py): each segment's kernel program
-7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback, and 3-7 run again
+7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback (a refused
+   restickify: a host round trip), and 3-7 run again
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from spyre_emu.pipeline import Program
 
 from .aten_to_kernels import build_graph
 from .fusion import fuse
-from .graph import Graph, Node, source_line
+from .graph import Graph, Node, Value, source_line
 from .layout import assign_layouts, crossings
 from .options import Options
 from .program import Segment, Step, emit_programs, split_steps
@@ -56,10 +57,11 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         _name(node, f"{i}")
     cores = options.cores or machine.cores.count
     lowered: dict[str, Program] = {}  # kernel program JSON -> its lowering, across retries
+    host_views: set[Value] = set()    # views whose restickify the lowering refused
     while True:
         graph.nodes = list(nodes)
         _mark_constants(graph)
-        assign_layouts(graph)
+        assign_layouts(graph, host_views)
         divide_work(graph, machine, cores)
         steps = split_steps(graph)
         plan_scratchpad(graph, steps, machine)
@@ -69,7 +71,9 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         if refused is None:
             break
         node, message = refused
-        if node.unfused:  # run the chain it was fused from instead
+        if "view" in node.attrs:  # a restickify: the view goes through the host
+            host_views.add(node.attrs["view"])
+        elif node.unfused:  # run the chain it was fused from instead
             at = nodes.index(node)
             nodes[at:at + 1] = node.unfused
         else:
@@ -104,12 +108,13 @@ def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Progr
 
 
 def _mark_constants(graph: Graph) -> None:
-    """Host steps that read no graph input compute constants (masks, positions): folded, not fallbacks."""
+    """Kernels and host steps that read no graph input compute constants (masks, positions): they
+    are folded on the host, neither kernels nor fallbacks."""
     varying = set(graph.inputs)
     for node in graph.nodes:
-        if node.is_kernel or any(v in varying for v in node.inputs):
+        if any(v in varying for v in node.inputs):
             varying.update(node.outputs)
-        elif node.host == "fallback":
+        elif node.is_kernel or node.host == "fallback":
             node.host = "constant"
 
 

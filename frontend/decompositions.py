@@ -4,8 +4,8 @@ torch picks a fused scaled_dot_product_attention kernel by device before ATen de
 apply (``_scaled_dot_product_flash_attention_for_cpu`` on the CPU, a float32 math path on meta
 tensors). ``rewrite_attention`` replaces the call in Dynamo's graph by ``attention``, which
 is what the card runs, in the inputs' dtype: a batched matmul, a scale, an additive mask, a
-softmax over the last dim, and a second batched matmul; grouped-query attention repeats each
-key/value head for its group of query heads.
+softmax over the last dim, and a second batched matmul; grouped-query attention stacks each
+key/value head's group of query heads when the query is short, else repeats the key/value heads.
 """
 
 from __future__ import annotations
@@ -22,23 +22,45 @@ aten = torch.ops.aten
 def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
               dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
               enable_gqa: bool = False) -> torch.Tensor:
-    """scaled_dot_product_attention for inference (dropout does not apply), in the card's ops."""
-    groups = query.shape[-3] // key.shape[-3]
-    if groups > 1:
-        key = key.repeat_interleave(groups, dim=-3)
-        value = value.repeat_interleave(groups, dim=-3)
-    scale = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    """scaled_dot_product_attention for inference (dropout does not apply), in the card's ops.
+
+    Grouped-query attention with a short query (decode: fewer rows than a PT pass takes) stacks
+    the query heads of a group (heads kv * groups ... kv * groups + groups - 1) along the rows of
+    one batched matmul, a reshape that keeps the element order: each key/value head is read once
+    and the PT passes fill up. A long query (prefill) fills the passes already; each key/value
+    head is repeated for its group instead, which the card's batched matmuls run faster.
+    """
+    *lead, heads, rows, dim = query.shape
+    kv_heads, cols = key.shape[-3], key.shape[-2]
+    groups = heads // kv_heads
+    scale = scale if scale is not None else 1.0 / math.sqrt(dim)
+    if groups > 1 and rows >= PT_ROWS:
+        key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
+        kv_heads, groups = heads, 1
+    q = query.reshape(*lead, kv_heads, groups * rows, dim)
+    scores = torch.matmul(q, key.transpose(-2, -1)) * scale
     if is_causal:
-        rows, cols = query.shape[-2], key.shape[-2]
         attn_mask = torch.ones(rows, cols, dtype=torch.bool, device=query.device).tril()
     if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
-                ~attn_mask, -math.inf)
-        scores = scores + attn_mask
-    return torch.matmul(torch.softmax(scores, dim=-1), value)
+        scores = scores + _grouped_mask(attn_mask, query.dtype, heads, groups)
+    out = torch.matmul(torch.softmax(scores, dim=-1), value)
+    return out.reshape(*lead, heads, rows, dim)
 
+
+def _grouped_mask(mask: torch.Tensor, dtype: torch.dtype, heads: int, groups: int) -> torch.Tensor:
+    """An additive mask over (..., heads or 1, rows, cols) as (..., kv heads or 1, groups * rows, cols)."""
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, -math.inf)
+    rows, cols = mask.shape[-2:]
+    if mask.dim() >= 3 and mask.shape[-3] == heads:
+        return mask.reshape(*mask.shape[:-3], heads // groups, groups * rows, cols)
+    if groups == 1:
+        return mask
+    lead = mask.shape[:-2]
+    return mask.unsqueeze(-3).expand(*lead, groups, rows, cols).reshape(*lead, groups * rows, cols)
+
+
+PT_ROWS = 8  # rows a PT pass multiplies at once
 
 SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
 

@@ -1,10 +1,11 @@
 """The front end's graph: values and nodes between the ATen graph and the kernel program.
 
-A ``Value`` is one tensor of the model. A value that lives on the card sits in a device tensor
-(a tensor of the kernel program) whose host shape, ``dshape``, groups the value's leading dims:
-(rows, last) for most values, (batch, rows, last) around batched matmuls. Grouping keeps the
-row-major element order, so a view that only regroups leading dims is the same device tensor
-(``storage`` names the value that owns it); any other view moves data.
+A ``Value`` is one tensor of the model. A value computed on the card sits in a device tensor (a
+tensor of the kernel program) whose host shape, ``dshape``, merges consecutive dims of the
+value: (rows, last) for most values, (batch, rows, last) around batched matmuls. Merging keeps
+the row-major element order. A view (a chain of permutes and reshapes) is not computed: it
+names the value it views (``storage``) and the order of its elements (``order``, views.py);
+the layout pass gives it a device tensor where a kernel reads it, restickifying on the card.
 
 A ``Node`` is either a kernel (a SuperDSC op the card runs) or a host step (torch on the CPU:
 a view that moves data, or an op the card does not run). Nodes are kept in program order.
@@ -18,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .views import Order
+
 DEVICE_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
@@ -28,8 +31,9 @@ class Value:
     name: str
     shape: tuple[int, ...]
     dtype: torch.dtype
-    storage: Value | None = None            # the value whose device tensor this one views
-    dshape: tuple[int, ...] | None = None   # the device tensor's shape, once it has one
+    storage: Value | None = None            # the value this one is a view of
+    order: Order | None = None              # a view's elements as an order of its storage's (None: the same)
+    dshape: tuple[int, ...] | None = None   # the shape of the device tensor a kernel computed it into
     const: torch.Tensor | None = None
     carrier: torch.dtype | None = None      # the device dtype of a bool value (comparisons give 1.0 / 0.0)
     from_device: bool = False               # computed from kernel results (crossing to the host costs)
@@ -37,6 +41,11 @@ class Value:
     @property
     def root(self) -> Value:
         return self.storage.root if self.storage is not None else self
+
+    @property
+    def elements(self) -> Order:
+        """Which of its root's elements the value lists, in row-major order."""
+        return self.order or Order.of(self.root.shape)
 
 
 @dataclass(eq=False)
@@ -67,11 +76,9 @@ class Node:
 
 @dataclass(eq=False)
 class DeviceTensor:
-    """A tensor of the kernel program: a kernel's result, or a host value copied in (``upload``).
-
-    ``expand`` is the torch shape a host value is broadcast to before it is copied in, when the
-    kernel cannot broadcast it.
-    """
+    """A tensor of the kernel program holding ``value`` in ``dshape``: a kernel's result (a
+    restickify kernel's, for a view), or a host value copied in (``upload``), broadcast to the
+    torch shape ``expand`` first when a kernel reads host data in a grouping it cannot broadcast."""
 
     name: str
     value: Value
@@ -96,11 +103,6 @@ def rows_shape(shape: tuple[int, ...], kept: int = 1) -> tuple[int, ...]:
     """``shape`` with all but the last ``kept`` dims merged into one leading dim."""
     shape = (1,) * max(0, kept - len(shape)) + tuple(shape)
     return (math.prod(shape[:len(shape) - kept]), *shape[len(shape) - kept:])
-
-
-def is_grouping(shape: tuple[int, ...], dshape: tuple[int, ...]) -> bool:
-    """Whether ``dshape`` is ``shape`` with its leading dims merged (same bytes on the card)."""
-    return rows_shape(shape, len(dshape) - 1) == tuple(dshape)
 
 
 def source_line(fx: torch.fx.Node | None) -> str:

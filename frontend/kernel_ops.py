@@ -1,8 +1,8 @@
 """What each kernel op the front end emits means, written in torch: the plain reference.
 
-A kernel the lowering refuses runs on the CPU through this table (a counted fallback), and the
-tests read it as the definition of the ops. Values are computed in float32 and rounded to the
-output dtype once, as the card's SFU does.
+A kernel the lowering refuses runs on the CPU through this table (a counted fallback), as does a
+kernel of constants (folded at compile time), and the tests read it as the definition of the
+ops. Values are computed in float32 and rounded to the output dtype once, as the card's SFU does.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ REFERENCE: dict[str, Ref] = {
 }
 
 
-def run_reference(op: str, inputs: list[torch.Tensor], attrs: dict[str, Any], dtype: torch.dtype) -> torch.Tensor:
-    """One kernel computed by torch on the CPU: float32 inside, rounded to ``dtype`` at the end."""
+def run_reference(op: str, inputs: list[torch.Tensor], attrs: dict[str, Any], dtype: torch.dtype,
+                  shape: tuple[int, ...]) -> torch.Tensor:
+    """One kernel computed by torch on the CPU: float32 inside, rounded to ``dtype`` at the end,
+    broadcast to the output ``shape`` (an ``identity`` kernel copies its input into a larger shape)."""
     out = REFERENCE[op](*(t.float() for t in inputs), **attrs)
-    return out.to(dtype)
+    return out.to(dtype).expand(shape)

@@ -1,38 +1,45 @@
-"""Pass 3: the device tensor of every kernel operand, and which views cost nothing.
+"""Pass 3: the device tensor of every kernel operand, restickified on the card where neighbours disagree.
 
 Every device tensor is in torch-spyre's default stick layout over its own host shape, its
-``dshape``: the value's dims with the leading ones merged ((rows, last) for most kernels, the
-torch shape for matmuls, (before, dim, between, last) for a reduction over a dim outside the
-stick). The stick dim is always the value's last dim. A view that keeps the element order and
-regroups only dims the device tensor merges is folded: the result is the same device tensor.
+``dshape``: consecutive dims of the value merged. A matmul takes the torch shape; a reduction
+(rows, last) or (before, reduced, between, last); a pointwise or row-wise kernel keeps the
+grouping of an operand already on the card when every input broadcasts over it (the kernels
+broadcast over size-1 dims, the stick dim included) or is host data (weights, inputs, constants:
+broadcast on the host and copied in, as input preparation), else the fewest dims that broadcast,
+restickifying what the card holds in another grouping. The stick dim is always the last.
 
-Where a kernel wants an operand in another shape than the one it sits in (another grouping, a
-broadcast the kernel cannot express, a value computed on the host), the operand is copied in
-from the host in the wanted shape (an upload). Uploads of host-prepared data (weights, inputs,
-constants) are input preparation; uploads of values the card or a CPU fallback computed are copies over
-PCIe, and ``crossings`` lists them for the report. A ReStickify kernel on the card will replace
-these round trips once the lowering has one for a change of grouping.
+Views (permutes and reshapes, views.py) cost nothing where they are made. A kernel that reads a
+value in a dshape no device tensor holds it in gets one: from the card, by one or two
+``ReStickifyOpHBM`` kernels inserted before it (gathers of whole sticks, or 64 x 64 transposes
+when the stick dim changes); else copied in from the host (an upload). Uploads of host-prepared
+data (weights, inputs, constants) are input preparation; uploads of values the card or a CPU
+fallback computed are PCIe round trips, which ``crossings`` lists for the report: views the
+restickify lowering refuses, and host steps (slices, cat, embedding, fallbacks).
 """
 
 from __future__ import annotations
 
 import math
 
-from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, is_grouping, rows_shape
+from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, rows_shape
+from .views import groups, is_grouping, permuted, plan, relative
 
 REDUCTIONS = ("sum", "mean", "max", "min")
+RESTICKIFY = "ReStickifyOpHBM"
 
 
-def assign_layouts(graph: Graph) -> None:
-    """Fold free views, give every kernel's operands a device tensor; ``graph.nodes`` loses folded views."""
+def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
+    """Resolve views, give every kernel's operands a device tensor, insert restickify kernels;
+    ``graph.nodes`` loses the views. ``host_views``: values whose restickify the lowering refused."""
     for value in _all_values(graph):
-        value.storage, value.dshape, value.from_device = None, None, False
+        value.storage, value.order, value.dshape, value.from_device = None, None, None, False
     graph.tensors = {}
-    kept = []
+    kept: list[Node] = []
     for node in graph.nodes:
         if node.is_kernel:
-            _kernel(graph, node)
-        elif node.host == "view" and node.attrs.get("regroup") and _fold(node):
+            _kernel(graph, node, kept, host_views)
+            continue
+        if node.host == "view" and _view(node):
             continue
         else:  # a fallback's results cross to the card like computed values: their copies are priced
             for out in node.outputs:
@@ -48,18 +55,16 @@ def _all_values(graph: Graph) -> list[Value]:
     return values
 
 
-def current(v: Value) -> tuple[int, ...] | None:
-    """The device shape ``v`` can be read in where it sits now, if it sits on the card."""
-    r = v.root
-    return r.dshape if r.dshape is not None and is_grouping(v.shape, r.dshape) else None
-
-
-def _fold(node: Node) -> bool:
-    """A regrouping view of a host value, or of a device tensor whose grouping it keeps, is free."""
+def _view(node: Node) -> bool:
+    """A permute or reshape of one value: its result lists the value's elements in another order."""
     src, out = node.inputs[0], node.outputs[0]
-    if src.root.dshape is not None and not is_grouping(out.shape, src.root.dshape):
+    perm = node.attrs.get("perm")
+    if perm is None and not node.attrs.get("regroup"):
         return False
-    out.storage = src
+    order = src.elements if perm is None else permuted(src.elements, src.shape, perm)
+    if order is None:
+        return False
+    out.storage, out.order = src.root, order
     return True
 
 
@@ -67,65 +72,114 @@ def device_dtype(v: Value) -> str:
     return DEVICE_DTYPES[v.carrier or v.dtype]
 
 
-def _kernel(graph: Graph, node: Node) -> None:
+def holding(graph: Graph, v: Value) -> list[DeviceTensor]:
+    """The device tensors holding ``v``'s elements in its order, in a dshape merging its dims."""
+    return [t for t in graph.tensors.values() if t.value.root is v.root and not t.upload
+            and t.value.elements == v.elements and is_grouping(v.shape, t.dshape)]
+
+
+def current(graph: Graph, v: Value) -> tuple[int, ...] | None:
+    """A device shape ``v`` can be read in for free, if the card holds it."""
+    return next((t.dshape for t in holding(graph, v)), None)
+
+
+def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) -> None:
     out = node.outputs[0]
     dtype = device_dtype(out)
-    wants = _operand_shapes(node)
-    names = [_tensor_for(graph, v, dshape, expand, dtype) for v, (dshape, expand) in zip(node.inputs, wants[:-1],
-                                                                                        strict=True)]
+    wants = _operand_shapes(graph, node)
+    names = [_tensor_for(graph, v, dshape, dtype, kept, host_views, expand)
+             for v, (dshape, expand) in zip(node.inputs, wants, strict=False)]
     out.dshape, out.from_device = wants[-1][0], True
     graph.tensors[out.name] = DeviceTensor(out.name, out, out.dshape, dtype, upload=False)
     node.tensors = [*names, out.name]
+    kept.append(node)
 
 
-def _operand_shapes(node: Node) -> list[tuple[tuple[int, ...], tuple[int, ...] | None]]:
-    """(device shape, broadcast-to shape or None) for each input, then the output."""
+Want = tuple[tuple[int, ...], tuple[int, ...] | None]  # a device shape, and the torch shape to broadcast to first
+
+
+def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
+    """The device shape (and host broadcast) of each input, then of the output."""
     out = node.outputs[0]
     if node.op == "batchmatmul":
         return [(v.shape, None) for v in (*node.inputs, out)]
     if node.op in REDUCTIONS:
         x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
         if hi == len(x.shape) - 1:
-            full = current(x) or rows_shape(x.shape)
+            full = current(graph, x) or rows_shape(x.shape)
             return [(full, None), ((*full[:-1], 1), None)]
         s = x.shape  # the reduced dims lo..hi become one device dim
         full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])
         return [(full, None), ((full[0], 1, *full[2:]), None)]
-    kept = _kept_dims(node)
-    return [*(_broadcast(v.shape, out.shape, kept) for v in node.inputs), (rows_shape(out.shape, kept), None)]
+    return _broadcast_shapes(graph, node)
 
 
-def _kept_dims(node: Node) -> int:
-    """Keep the grouping of the first full-size operand already on the card (a batched matmul's result)."""
-    out = node.outputs[0]
-    for v in node.inputs:
-        if v.shape == out.shape and (at := current(v)) is not None:
-            return len(at) - 1
-    return 1
+def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:
+    """A grouping of the output every input broadcasts over: an operand's on the card (host data
+    may be broadcast on the host for it), else the output's dims with as few leading ones merged
+    as the inputs allow."""
+    out = node.outputs[0].shape
+    shapes = [(1,) * (len(out) - len(v.shape)) + tuple(v.shape) for v in node.inputs]
+    on_card = [d for v in node.inputs if v.shape == out and (d := current(graph, v)) is not None]
+    for i, dshape in enumerate([*on_card, *(rows_shape(out, kept) for kept in range(1, max(len(out), 1) + 1))]):
+        wants = []
+        for v, s in zip(node.inputs, shapes, strict=True):
+            grouped = _grouped(s, out, dshape)
+            host_data = v.root.dshape is None and not v.root.from_device
+            wants.append((grouped, None) if grouped is not None else (dshape, out) if i < len(on_card) and host_data
+                         else None)
+        if None not in wants:
+            return [*wants, (dshape, None)]
+    return [*((rows_shape(s, len(out)), None) for s in shapes), (rows_shape(out, len(out)), None)]
 
 
-def _broadcast(shape: tuple[int, ...], out: tuple[int, ...], kept: int) -> tuple[tuple[int, ...], tuple | None]:
-    """An operand of ``shape`` broadcast to ``out``, grouped as the output: size-1 groups broadcast."""
-    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
-    cut = max(len(out) - kept, 0)
-    lead, out_lead = shape[:cut], out[:cut]
-    tail_ok = all(n in (1, m) for n, m in zip(shape[cut:], out[cut:], strict=True))
-    if lead == out_lead or all(n == 1 for n in lead):
-        if tail_ok:
-            return rows_shape(shape, kept), None
-    return rows_shape(out, kept), tuple(out)
+def _grouped(shape: tuple[int, ...], out: tuple[int, ...], dshape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """An input of ``shape`` (``out``'s rank, each dim equal or 1) in ``dshape``'s grouping of
+    ``out``, if each group of dims is wholly broadcast or wholly not."""
+    real = [d for d, n in enumerate(out) if n > 1]
+    sizes = []
+    for run in groups(tuple(out[d] for d in real), dshape):
+        dims = [shape[real[i]] for i in run]
+        if len(set(n == 1 for n in dims)) > 1:
+            return None
+        sizes.append(math.prod(dims))
+    return tuple(sizes)
 
 
-def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], expand: tuple | None, dtype: str) -> str:
-    """The device tensor holding ``v`` in ``dshape``: where it sits, or a copy from the host."""
-    if expand is None and current(v) == dshape:
-        return v.root.name
+def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kept: list[Node],
+                host_views: set[Value], expand: tuple[int, ...] | None = None) -> str:
+    """The device tensor holding ``v`` in ``dshape``: one the card holds, one restickified from
+    those, or a copy from the host (broadcast to ``expand`` first)."""
     for t in graph.tensors.values():
-        if t.upload and t.value is v and t.dshape == dshape and t.expand == expand:
+        if t.value.root is v.root and t.value.elements == v.elements and t.dshape == dshape and t.expand == expand:
             return t.name
+    if v.root.dshape is not None and v not in host_views and expand is None:
+        sources = [(steps, t) for t in graph.tensors.values() if t.value.root is v.root and not t.upload
+                   and (rel := relative(t.value.elements, v.elements)) is not None
+                   and (steps := plan(rel, t.dshape, dshape)) is not None]
+        if sources:
+            steps, source = min(sources, key=lambda s: len(s[0]))
+            return _restickify(graph, v, source, steps, dtype, kept)
     name = f"{v.root.name}_in{len(graph.tensors)}"
     graph.tensors[name] = DeviceTensor(name, v, dshape, dtype, upload=True, expand=expand)
     return name
+
+
+def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list, dtype: str, kept: list[Node]) -> str:
+    """Append restickify kernels moving ``source`` into ``v``'s order, the last in its dshape."""
+    x = source
+    for i, (_, perm, shape) in enumerate(steps):
+        if i == len(steps) - 1:
+            y = v
+        else:  # an intermediate, itself a view of the root (its elements in its own order)
+            order = permuted(x.value.elements, x.dshape, perm)
+            y = Value(f"{v.name}_t{len(graph.tensors)}", shape, v.dtype, storage=v.root, order=order)
+        name = f"{v.name}_r{len(graph.tensors)}"
+        graph.tensors[name] = DeviceTensor(name, y, shape, dtype, upload=False)
+        kept.append(Node(RESTICKIFY, [x.value], [y], None, {"perm": list(perm), "view": v}, name=f"k{name}",
+                         tensors=[x.name, name]))
+        x = graph.tensors[name]
+    return x.name
 
 
 def crossings(graph: Graph) -> list[tuple[str, str, int]]:
@@ -147,3 +201,4 @@ def crossings(graph: Graph) -> list[tuple[str, str, int]]:
             download(t.value)
             out.append(("h2d", t.name, math.prod(t.dshape) * 2))
     return out
+

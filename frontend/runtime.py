@@ -86,19 +86,22 @@ class CompiledGraph:
 
 
 def value_of(env: dict[Value, torch.Tensor], v: Value) -> torch.Tensor:
-    """A value's host tensor: its own, its storage's seen in its shape, or its constant data."""
+    """A value's host tensor: its own (a segment output), or its root's (data or constant) read
+    in the view's order."""
+    if v in env:
+        return env[v].reshape(v.shape)
     root = v.root
     data = env[root] if root in env else root.const
     if data is None:
         raise KeyError(f"value {v.name} was never computed")
-    return data.reshape(v.shape)
+    order = v.elements
+    return data.reshape(order.atoms).permute(order.perm).reshape(v.shape)
 
 
 def _host(env: dict[Value, torch.Tensor], t: DeviceTensor) -> torch.Tensor:
     """The host data of a device tensor, in its device shape and dtype."""
     data = value_of(env, t.value)
-    if t.expand is not None:
-        data = data.expand(t.expand)
+    data = data if t.expand is None else data.expand(t.expand)
     return data.reshape(t.dshape).to(TORCH_DTYPES[t.dtype])
 
 
@@ -113,7 +116,7 @@ def _from_array(a: np.ndarray, t: DeviceTensor) -> torch.Tensor:
 
 
 def _run_host(node: Node, env: dict[Value, torch.Tensor]) -> None:
-    """A host step: the ATen op itself, a reshape, or a refused kernel through its torch reference."""
+    """A host step: the ATen op itself, or a kernel (refused, or folded) through its torch reference."""
     if "args" in node.attrs:
         def get(a: Any) -> Any:
             return value_of(env, a) if isinstance(a, Value) else a
@@ -122,9 +125,7 @@ def _run_host(node: Node, env: dict[Value, torch.Tensor]) -> None:
         result = node.fx.target(*args, **kwargs)
         for out, data in zip(node.outputs, result if len(node.outputs) > 1 else [result], strict=True):
             env[out] = data
-    elif node.attrs.get("regroup"):
-        env[node.outputs[0]] = value_of(env, node.inputs[0]).reshape(node.outputs[0].shape)
     else:
         attrs = {k: v for k, v in node.attrs.items() if k in SEMANTIC_ATTRS}
         out = node.outputs[0]
-        env[out] = run_reference(node.op, [value_of(env, v) for v in node.inputs], attrs, out.dtype)
+        env[out] = run_reference(node.op, [value_of(env, v) for v in node.inputs], attrs, out.dtype, out.shape)

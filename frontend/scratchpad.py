@@ -3,9 +3,11 @@
 A tensor can live in LX only while one kernel program runs, and only where every kernel that
 touches it gives each core the same slice of it (then each core finds its own sticks in its
 own LX): here, kernels whose iteration space is the tensor's shape, split the same way, in the
-families the lowering streams through LX (no matmul). Candidates are taken in program order
-while the residents live at the same time fit in half the usable LX per core; the other half
-stays for the kernels' double-buffered chunks. The rest stays in DRAM.
+families the lowering streams through LX (pointwise, reductions, row-wise; no matmul or
+restickify). Candidates are taken in program order while, at every kernel, the residents live
+at the same time leave the kernel its own room: half the usable LX per core for its
+double-buffered chunks, or what a matmul needs for its C tile and two K chunks. The rest stays
+in DRAM.
 """
 
 from __future__ import annotations
@@ -13,20 +15,27 @@ from __future__ import annotations
 import math
 
 from spyre_emu.config import Machine
+from spyre_emu.kernel_program.ops import OPS
 
 from .graph import DeviceTensor, Graph, Node
 from .program import Segment, Step
+from .work_division import STICK, matmul_lx_sticks, usable_lx_sticks
 
-LX_RESERVED_BYTES = 65536   # torch-spyre keeps 64 KB + 20 % of LX for the runtime (as the lowering does)
-LX_RESERVED_SHARE = 0.2
-STICK_BYTES = 128
+LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
 
 def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine) -> None:
     """Mark the device tensors that stay in LX (``space = "lx"``)."""
-    usable = (machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE) // STICK_BYTES
+    usable = usable_lx_sticks(machine)
     for seg in (s for s in steps if isinstance(s, Segment)):
-        _plan_segment(graph, seg, int(usable) // 2, _read_elsewhere(steps, seg))
+        _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels], _read_elsewhere(steps, seg))
+
+
+def _room(kernel: Node, usable: int) -> int:
+    """LX sticks per core a kernel keeps for itself."""
+    if kernel.op == "batchmatmul":
+        return matmul_lx_sticks(kernel.dims["mb"] // kernel.slices["mb"], kernel.dims["in"])
+    return usable // 2
 
 
 def _read_elsewhere(steps: list[Step], seg: Segment) -> set[str]:
@@ -42,13 +51,14 @@ def _read_elsewhere(steps: list[Step], seg: Segment) -> set[str]:
     return out
 
 
-def _plan_segment(graph: Graph, seg: Segment, budget: int, elsewhere: set[str]) -> None:
+def _plan_segment(graph: Graph, seg: Segment, budgets: list[int], elsewhere: set[str]) -> None:
+    """``budgets``: per kernel, the LX sticks per core residents may hold while it runs."""
     touching: dict[str, list[int]] = {}
     for i, k in enumerate(seg.kernels):
         for name in k.tensors:
             touching.setdefault(name, []).append(i)
     outputs = {v.root.name for v in graph.outputs if v is not None}
-    live: list[tuple[int, int, int]] = []  # (first kernel, last kernel, sticks per core)
+    live = [0] * len(seg.kernels)  # resident sticks per core while each kernel runs
     for name, uses in touching.items():
         t = graph.tensors[name]
         if t.upload or name in elsewhere or name in outputs or len(uses) < 2:
@@ -57,18 +67,19 @@ def _plan_segment(graph: Graph, seg: Segment, budget: int, elsewhere: set[str]) 
         if not _same_slices(t, kernels):
             continue
         sticks = _sticks_per_core(t, kernels[0])
-        overlap = sum(s for a, b, s in live if a <= uses[-1] and uses[0] <= b)
-        if overlap + sticks <= budget:
+        span = range(uses[0], uses[-1] + 1)
+        if all(live[i] + sticks <= budgets[i] for i in span):
             t.space = "lx"
-            live.append((uses[0], uses[-1], sticks))
+            for i in span:
+                live[i] += sticks
 
 
 def _same_slices(t: DeviceTensor, kernels: list[Node]) -> bool:
     first = kernels[0]
-    return all(k.op != "batchmatmul" and list(k.dims.values()) == list(t.dshape) and k.slices == first.slices
-               for k in kernels)
+    return all(OPS[k.op].family in LX_FAMILIES and list(k.dims.values()) == list(t.dshape)
+               and k.slices == first.slices for k in kernels)
 
 
 def _sticks_per_core(t: DeviceTensor, kernel: Node) -> int:
-    sticks = math.prod(t.dshape[:-1]) * -(-t.dshape[-1] // 64)
+    sticks = math.prod(t.dshape[:-1]) * -(-t.dshape[-1] // STICK)
     return -(-sticks // math.prod(kernel.slices.values()))

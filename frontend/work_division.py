@@ -2,12 +2,15 @@
 
 Slices are exact divisors counted in whole sticks (the stick dim in sticks, the others in
 elements), because the lowering gives every core an equal piece of whole sticks. Output dims
-are split, outer dims first; a reduced dim never is (its partial results would need combining
-across cores), nor the last dim of a row-wise kernel (softmax, the norms). A matmul's split
-over batch, rows and columns is chosen by a cost estimate: the
-larger of the DRAM time (each core reads its rows of A and its columns of B) and the PT time of
-the busiest core. On a prefill matmul this prefers a split such as (8, 4) to (32, 1), which
-makes every core read all of B: torch-spyre issue 2407 measures (8, 4, 1) 2-2.6x faster.
+are split in device order (long runs of consecutive sticks per core), except the last dim of a
+row-wise kernel (softmax, the norms); a restickify keeps each transpose block on one core while
+there are blocks enough. A reduction's reduced dim is split when the estimate says so (few
+output rows and a long reduced dim: partial results combined over the ring). A matmul's split
+over batch, rows and columns is chosen by a cost estimate: the longest of the DRAM time (each
+core reads its rows of A and its columns of B), a core's loads and the PT time of the busiest
+core, among the splits whose C tile fits in LX. On a prefill matmul this prefers a split such as
+(8, 4) to (32, 1), which makes every core read all of B: torch-spyre issue 2407 measures
+(8, 4, 1) 2-2.6x faster.
 """
 
 from __future__ import annotations
@@ -17,12 +20,18 @@ import math
 from spyre_emu.config import STICK_BYTES, Machine
 
 from .graph import Graph, Node
-from .layout import REDUCTIONS
+from .layout import REDUCTIONS, RESTICKIFY
+from .views import lane_dims
 
 ROWWISE = ("softmax", "layernorm", "rmsnorm")  # each row on one core: the last dim is not split
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal
+LX_RESERVED_BYTES = 65536   # torch-spyre keeps 64 KB + 20 % of LX for the runtime (as the lowering does)
+LX_RESERVED_SHARE = 0.2
+FOLD_CYCLES, FOLD_STICK_CYCLES = 90, 23  # a reduction step over one position of the reduced dim, and per
+COMBINE_CYCLES = 5   # output stick; folding in one member's partials: fitted to sums over (4 | 64 | 512, 4096)
+MIN_K_CHUNK = 8     # the lowering wants two chunks of at least 8 K sticks beside a core's C tile
 
 
 def divide_work(graph: Graph, machine: Machine, cores: int) -> None:
@@ -46,32 +55,82 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int) -> None:
         node.dims, node.slices = _matmul(shapes, machine, cores)
         return
     space = shapes[0] if node.op in REDUCTIONS else shapes[-1]
-    names = dim_names(len(space))
+    units = [-(-n // STICK) if i == len(space) - 1 else n for i, n in enumerate(space)]
     if node.op in REDUCTIONS:
         reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m]
+        slices = _reduction(units, reduced[0], cores) if reduced else _greedy(units, [True] * len(units), cores)
+    elif node.op == RESTICKIFY:
+        slices = _restickify(shapes[0], tuple(node.attrs["perm"]), space, units, cores)
     else:
-        reduced = [len(space) - 1] if node.op in ROWWISE else []
-    units = [-(-n // STICK) if i == len(space) - 1 else n for i, n in enumerate(space)]
-    node.dims = dict(zip(names, space, strict=True))
-    node.slices = dict(zip(names, _greedy(units, [i not in reduced for i in range(len(units))], cores),
-                           strict=True))
+        slices = _greedy(units, [node.op not in ROWWISE or i < len(units) - 1 for i in range(len(units))], cores)
+    node.dims = dict(zip(dim_names(len(space)), space, strict=True))
+    node.slices = dict(zip(node.dims, slices, strict=True))
+
+
+def _reduction(units: list[int], reduced: int, cores: int) -> list[int]:
+    """The output's dims split greedily over the cores a group of ``g`` leaves, ``g`` cores sharing
+    the reduced dim, with the cheapest ``g`` by estimate: each core folds its share of the reduced
+    dim (a step per position over its output sticks), then the group's first core folds the
+    others' partials in as they arrive over the ring (a step per member). On sum over (4, 4096)
+    it picks a group of 32 (684 cycles; 7,195 with the rows alone split); on (512, 4096) the
+    splits are within 2 %."""
+    outputs = [1 if d == reduced else n for d, n in enumerate(units)]
+    best: tuple[float, list[int]] | None = None
+    for g in (g for g in divisors(units[reduced]) if g <= cores):
+        slices = _greedy(outputs, [True] * len(units), cores // g)
+        slices[reduced] = g
+        groups = math.prod(slices) // g
+        sticks = -(-math.prod(outputs) // groups)  # output sticks per group
+        cost = units[reduced] // g * (FOLD_CYCLES + FOLD_STICK_CYCLES * sticks) + (g - 1) * (COMBINE_CYCLES + sticks)
+        if best is None or cost < best[0]:
+            best = (cost, slices)
+    return best[1]
+
+
+def _restickify(x: tuple[int, ...], perm: tuple[int, ...], y: tuple[int, ...], units: list[int],
+                cores: int) -> list[int]:
+    """A transpose loads each block's input sticks on every core that stores one of its output
+    sticks: split the dims outside the blocks first, and the blocks only for the cores left."""
+    lanes = lane_dims(x, perm, y)
+    outer = _greedy([1 if d in lanes else n for d, n in enumerate(units)], [True] * len(units), cores)
+    inner = _greedy([n if d in lanes else 1 for d, n in enumerate(units)], [True] * len(units),
+                    cores // math.prod(outer))
+    return [a * b for a, b in zip(outer, inner, strict=True)]
 
 
 def _greedy(units: list[int], splittable: list[bool], cores: int) -> list[int]:
-    """Outer dims first, each split by its largest divisor the cores still left allow."""
-    out, left = [], cores
-    for n, ok in zip(units, splittable, strict=True):
-        g = max(d for d in divisors(n) if d <= left) if ok else 1
-        out.append(g)
-        left //= g
+    """Dims in device order, each split by its largest divisor the cores still left allow.
+
+    The default layout of (d0, d1, ..., stick) lays out d1, ..., the stick count, then d0 just
+    outside the stick, so splitting in that order gives each core long runs of consecutive
+    sticks; splitting d0 first gives it single sticks, a DMA each (5x slower on (8, 2048, 512)).
+    """
+    out, left = [1] * len(units), cores
+    for d in [*range(1, len(units)), 0]:
+        if splittable[d]:
+            out[d] = max(g for g in divisors(units[d]) if g <= left)
+            left //= out[d]
     return out
+
+
+def usable_lx_sticks(machine: Machine) -> int:
+    """LX sticks per core the kernels may use."""
+    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // STICK_BYTES
+
+
+def matmul_lx_sticks(rows: int, k: int) -> int:
+    """The least LX a matmul core needs: its rows of C for one column group, and two chunks of A
+    and B sticks (the lowering's column blocking)."""
+    return rows + 2 * (rows + STICK) * min(MIN_K_CHUNK, -(-k // STICK))
 
 
 def _matmul(shapes: list[tuple[int, ...]], machine: Machine, cores: int) -> tuple[dict, dict]:
     a, b = shapes[0], shapes[1]
     batch = a[0] if len(a) == 3 else 1
     (m, k), n = a[-2:], b[-1]
-    costs = {s: matmul_cost(batch, m, k, n, s, machine) for s in _matmul_splits(batch, m, n, cores)}
+    splits = _matmul_splits(batch, m, n, cores)
+    splits = [s for s in splits if matmul_lx_sticks(m // s[1], k) <= usable_lx_sticks(machine)] or splits
+    costs = {s: matmul_cost(batch, m, k, n, s, machine) for s in splits}
     near = [s for s, c in costs.items() if c <= NEAR * min(costs.values())]
     best = min(near, key=lambda s: (-math.prod(s), costs[s]))  # no idle cores for an estimated saving < 5 %
     dims = {"mb": m, "in": k, "out": n}

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend import compile as compile_module  # noqa: E402
-from spyre_emu.frontend import last_report  # noqa: E402
+from spyre_emu.frontend import last_report, views  # noqa: E402
 from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
@@ -37,6 +37,30 @@ def test_intermediates_stay_in_lx(check):
     (program,) = last_report().kernel_programs
     spaces = {name: t.get("space", "dram") for name, t in program["tensors"].items() if t["role"] == "intermediate"}
     assert set(spaces.values()) == {"lx"}
+
+
+def test_reduction_splits_a_long_reduced_dim():
+    check_sum = torch.randn(4, 4096).half()
+    with torch.no_grad():
+        got = torch.compile(lambda x: x.mean(-1), backend="spyre_emu", dynamic=False)(check_sum)
+    torch.testing.assert_close(got.float(), check_sum.float().mean(-1), atol=2e-3, rtol=5e-3)
+    (program,) = last_report().kernel_programs
+    assert program["kernels"][0]["work_division"].get("out", 1) > 1  # the reduced dim, over the ring
+
+
+def test_views_of_computed_values_move_on_the_card(check):
+    check(lambda x: x.exp().view(16, 2, 64).permute(1, 0, 2) * 2, torch.randn(16, 128).half())
+    rep = last_report()
+    assert rep.crossings == []
+    assert [k["op"] for k in rep.kernels] == ["exp", "ReStickifyOpHBM", "ReStickifyOpHBM", "mul"]  # two gathers
+
+
+def test_a_refused_restickify_goes_through_the_host(check, monkeypatch):
+    monkeypatch.setattr(views, "accepted", lambda *shapes: True)  # plan a kernel the lowering refuses
+    check(lambda x: x.exp().view(8, 2, 48).permute(1, 0, 2).sigmoid(), torch.randn(8, 96).half())
+    rep = last_report()
+    assert {c["direction"] for c in rep.crossings} == {"d2h", "h2d"}
+    assert "ReStickifyOpHBM" not in [k["op"] for k in rep.kernels]
 
 
 def test_unsupported_op_falls_back_with_a_warning_and_a_price(check, monkeypatch):

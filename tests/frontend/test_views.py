@@ -1,0 +1,105 @@
+"""View algebra and restickify plans: element orders against numpy, and the plans against the lowering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend.views import Order, accepted, is_grouping, permuted, plan, refine, relative  # noqa: E402
+
+from spyre_emu.config import load_machine  # noqa: E402
+from spyre_emu.kernel_program import parse_kernel_program  # noqa: E402
+from spyre_emu.lowering import lower  # noqa: E402
+from spyre_emu.pipeline import Program, run  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _view(base: tuple[int, ...], shape: tuple[int, ...], perm: tuple[int, ...]) -> Order:
+    """The order of base.reshape(shape).permute(perm)."""
+    return permuted(Order.of(base), shape, perm)
+
+
+def _apply(order: Order, data: np.ndarray) -> np.ndarray:
+    return data.reshape(order.atoms).transpose(order.perm).reshape(-1)
+
+
+def test_refine_and_grouping():
+    assert refine((4, 12), (2, 24)) == (2, 2, 12)
+    assert refine((4, 6), (6, 4)) is None
+    assert is_grouping((1, 4, 16, 32), (64, 32))
+    assert is_grouping((2, 3, 4), (2, 12))
+    assert not is_grouping((2, 3, 4), (3, 8))
+
+
+def test_orders_compose_like_numpy():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        base = tuple(int(n) for n in rng.choice([1, 2, 3, 4, 6], rng.integers(1, 5)))
+        data = np.arange(int(np.prod(base)))
+        p1 = tuple(rng.permutation(len(base)))
+        first = permuted(Order.of(base), base, p1)
+        shape = tuple(base[i] for i in p1)
+        p2 = tuple(rng.permutation(len(shape)))
+        second = permuted(first, shape, p2)
+        want = data.reshape(base).transpose(p1).transpose(p2).reshape(-1)
+        np.testing.assert_array_equal(_apply(second, data), want)
+        np.testing.assert_array_equal(_apply(relative(first, second), _apply(first, data)), want)
+
+
+def test_plans_compute_the_view():
+    """Every plan's kernels, run as numpy permute + reshape, give the view's elements."""
+    rng = np.random.default_rng(1)
+    planned = 0
+    for _ in range(400):
+        base = tuple(int(n) for n in rng.choice([1, 2, 3, 16, 32, 64, 96, 128], rng.integers(2, 5)))
+        if np.prod(base) > 1 << 16:
+            continue
+        perm = tuple(rng.permutation(len(base)))
+        order, out = _view(base, base, perm), tuple(base[i] for i in perm)
+        steps = plan(order, _grouping(base, rng), _grouping(out, rng))
+        if steps is None:
+            continue
+        x = np.arange(int(np.prod(base))).reshape(steps[0][0])
+        for shape, q, y in steps:
+            assert x.shape == shape
+            assert accepted(shape, q, y)
+            x = x.transpose(q).reshape(y)
+        np.testing.assert_array_equal(x.reshape(-1), _apply(order, np.arange(x.size)))
+        planned += 1
+    assert planned > 200
+
+
+def _grouping(shape: tuple[int, ...], rng: np.random.Generator) -> tuple[int, ...]:
+    cuts = sorted({0, len(shape), *rng.integers(0, len(shape) + 1, 2).tolist()})
+    return tuple(int(np.prod(shape[a:b])) for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+HEADS = [  # (base, view shape, perm, device shape of the base, device shape wanted, kernels)
+    ((16, 128), (16, 4, 32), (1, 0, 2), (16, 128), (4, 16, 32), 2),        # heads out of a projection, hd 32
+    ((16, 256), (16, 4, 64), (1, 0, 2), (16, 256), (4, 16, 64), 2),        # the same, hd 64: two gathers
+    ((2, 16, 64), (2, 16, 64), (0, 2, 1), (2, 16, 64), (2, 64, 16), 1),    # K transposed for the scores
+    ((4, 16, 32), (4, 16, 32), (1, 0, 2), (4, 16, 32), (16, 128), 2),      # heads back into rows, hd 32
+    ((4, 16, 64), (4, 16, 64), (1, 0, 2), (4, 16, 64), (16, 256), 1),      # the same, hd 64: one gather
+]
+
+
+@pytest.mark.parametrize(("base", "shape", "perm", "dx", "dy", "kernels"), HEADS)
+def test_attention_views_on_the_simulator(base, shape, perm, dx, dy, kernels):
+    steps = plan(_view(base, shape, perm), dx, dy)
+    assert len(steps) == kernels
+    x = np.random.default_rng(2).standard_normal(dx).astype(np.float16)
+    tensors = {"t0": {"shape": list(dx), "dtype": "fp16", "role": "input"}}
+    program = []
+    for i, (_, q, y) in enumerate(steps, start=1):
+        tensors[f"t{i}"] = {"shape": list(y), "dtype": "fp16", "role": "output" if i == len(steps) else "intermediate"}
+        program.append({"op": "ReStickifyOpHBM", "inputs": [f"t{i - 1}"], "outputs": [f"t{i}"],
+                        "attrs": {"perm": list(q)}, "dims": {f"d{j}": n for j, n in enumerate(y)}, "work_division": {}})
+    parsed = parse_kernel_program({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                   "kernels": program}, "views")
+    machine = load_machine()
+    got = run(Program(lower(parsed, machine), parsed.tensors), machine, functional=True, inputs={"t0": x})
+    want = x.reshape(shape).transpose(perm).reshape(dy)
+    np.testing.assert_array_equal(got.outputs[f"t{len(steps)}"], want)

@@ -15,11 +15,13 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..config import Machine
 from ..engine.log import EventLog
 from ..errors import SpyreEmuError
 from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, unit_kind
+from .kernels import peak_flops_per_cycle
 from .report import Report
 
 UNIT_COLORS = {"load": "tab:blue", "store": "tab:orange", "send": "tab:purple", "lx2fifo": "tab:cyan",
@@ -41,7 +43,7 @@ def _data(report: Report | dict[str, Any]) -> dict[str, Any]:
 def _section(data: Any, key: str) -> Any:
     """The report's ``key``; an error (naming ``key``) when the JSON is not a report that has it."""
     if not isinstance(data, dict) or key not in data:
-        raise SpyreEmuError("missing: not a spyre-emu report with this section", path=key)
+        raise SpyreEmuError("missing: not a spyre-emu report (spyre-emu run --json writes one)", path=key)
     return data[key]
 
 
@@ -155,12 +157,13 @@ def gantt(report: Report | dict[str, Any], log: EventLog | None = None, max_bars
     data = _data(report)
     kernels = data.get("kernels") or []
     spans = _log_spans(log) if log is not None and len(log.instructions) <= max_bars else None
-    names = list(spans) if spans is not None else _busy(data, "tracks")[0]
+    binned = _busy(data, "tracks") if spans is None else None
+    names = binned[0] if binned is not None else list(spans)
     lanes = _kernel_lanes(kernels)
     fig, top, ax = _figure(len(names), max(lanes, default=-1) + 1)
     if top is not None:
         _draw_kernels(top, kernels, lanes, data["total_cycles"])
-    ax.set_xlabel(_draw_bars(ax, spans) if spans is not None else _draw_bins(ax, *_busy(data, "tracks")))
+    ax.set_xlabel(_draw_bins(ax, *binned) if binned is not None else _draw_bars(ax, spans))
     _label_tracks(ax, names)
     ax.set_xlim(0, max(data["total_cycles"], 1))
     kinds = dict.fromkeys(unit_kind(name.rsplit(".", 1)[-1]) for name in names)
@@ -197,15 +200,15 @@ def ring(report: Report | dict[str, Any]) -> Figure:
 def _peaks(data: dict[str, Any], machine: Machine | None) -> tuple[float, float]:
     """The card's peak flops and DRAM bytes per cycle: ``machine``'s when given, else the report's own."""
     if machine is not None:
-        macs = machine.cores.count * machine.cores.corelets * machine.pt.macs_per_cycle("fp16")
-        return 2.0 * macs, machine.dram.peak_bytes_per_cycle()
+        return float(peak_flops_per_cycle(machine, machine.cores.count)), machine.dram.peak_bytes_per_cycle()
     peaks = _section(data, "machine")
     return float(peaks["peak_flops_per_cycle"]), float(peaks["peak_dram_bytes_per_cycle"])
 
 
 def roofline(report: Report | dict[str, Any], machine: Machine | None = None) -> Figure:
     """Each kernel at its arithmetic intensity (flops per DRAM byte) and the TFLOP/s it attained,
-    under the roof: peak DRAM bandwidth times intensity, capped by the PT arrays' fp16 peak.
+    under the roof: peak DRAM bandwidth times intensity, capped by the whole card's fp16 PT peak (a
+    kernel on fewer cores has a lower roof of its own; its ``bound`` in the report says which it hit).
 
     Kernels with no flops or no DRAM bytes have no place on log axes; the title counts them.
     """
@@ -229,6 +232,7 @@ def roofline(report: Report | dict[str, Any], machine: Machine | None = None) ->
     for i, k in enumerate(drawn):  # names alternately above and below their point: neighbours often overlap
         ax.annotate(k["name"], (k["roofline"]["intensity"], k["roofline"]["attained_flops_per_cycle"] * tera),
                     xytext=(4, 4 if i % 2 == 0 else -10), textcoords="offset points", fontsize=7)
+    _plain_log_ticks(ax)
     ax.set_xlabel("arithmetic intensity (flops per DRAM byte)")
     ax.set_ylabel("attained TFLOP/s")
     ax.grid(True, which="both", color="0.9", linewidth=0.5)
@@ -237,6 +241,15 @@ def roofline(report: Report | dict[str, Any], machine: Machine | None = None) ->
     note = f"; {skipped} kernel(s) without flops or DRAM bytes not drawn" if skipped else ""
     fig.suptitle(_title(data, "Roofline") + note, fontsize=10)
     return fig
+
+
+def _plain_log_ticks(ax: Axes) -> None:
+    """Ticks as plain numbers (0.1, 20), at 1, 2 and 5 of each decade when the axis spans few decades
+    (matplotlib would label its minor ticks 2x10^1, 5x10^1 there)."""
+    for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if np.log10(hi / lo) < 3 else (1.0,)))
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def image_bytes(figure: Figure, name: str) -> bytes:

@@ -7,8 +7,9 @@ the row-major element order. A view (a chain of permutes and reshapes) is not co
 names the value it views (``storage``) and the order of its elements (``order``, views.py);
 the layout pass gives it a device tensor where a kernel reads it, restickifying on the card.
 
-A ``Node`` is either a kernel (a SuperDSC op the card runs) or a host step (torch on the CPU:
-a view that moves data, or an op the card does not run). Nodes are kept in program order.
+A ``Node`` is either a kernel (a SuperDSC op the card runs) or a host step (torch on the CPU: a
+view no restickify expresses, such as a slice or a cat; an op the card does not run; a
+constant folded at compile time). Nodes are kept in program order.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Node:
     outputs: list[Value]
     fx: torch.fx.Node | None
     attrs: dict[str, Any] = field(default_factory=dict)
-    host: str | None = None        # None: a kernel; "view" or "fallback"
+    host: str | None = None        # None: a kernel; "view", "fallback" or "constant"
     reason: str = ""               # why a host step is not a kernel
     dims: dict[str, int] = field(default_factory=dict)
     slices: dict[str, int] = field(default_factory=dict)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, rows_shape
-from .views import groups, is_grouping, permuted, plan, relative
+from .views import Step, groups, is_grouping, permuted, plan, relative
 
 REDUCTIONS = ("sum", "mean", "max", "min")
 RESTICKIFY = "ReStickifyOpHBM"
@@ -38,13 +38,10 @@ def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
     for node in graph.nodes:
         if node.is_kernel:
             _kernel(graph, node, kept, host_views)
-            continue
-        if node.host == "view" and _view(node):
-            continue
-        else:  # a fallback's results cross to the card like computed values: their copies are priced
-            for out in node.outputs:
+        elif not (node.host == "view" and _view(node)):
+            for out in node.outputs:  # a fallback's results cross to the card like computed values: priced
                 out.from_device = node.host == "fallback" or any(v.root.from_device for v in node.inputs)
-        kept.append(node)
+            kept.append(node)
     graph.nodes = kept
 
 
@@ -72,15 +69,11 @@ def device_dtype(v: Value) -> str:
     return DEVICE_DTYPES[v.carrier or v.dtype]
 
 
-def holding(graph: Graph, v: Value) -> list[DeviceTensor]:
-    """The device tensors holding ``v``'s elements in its order, in a dshape merging its dims."""
-    return [t for t in graph.tensors.values() if t.value.root is v.root and not t.upload
-            and t.value.elements == v.elements and is_grouping(v.shape, t.dshape)]
-
-
 def current(graph: Graph, v: Value) -> tuple[int, ...] | None:
-    """A device shape ``v`` can be read in for free, if the card holds it."""
-    return next((t.dshape for t in holding(graph, v)), None)
+    """A device shape ``v`` can be read in for free, if the card computed it: a device tensor
+    holding its elements in its order, in a shape merging its dims."""
+    return next((t.dshape for t in graph.tensors.values() if t.value.root is v.root and not t.upload
+                 and t.value.elements == v.elements and is_grouping(v.shape, t.dshape)), None)
 
 
 def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) -> None:
@@ -88,7 +81,7 @@ def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) 
     dtype = device_dtype(out)
     wants = _operand_shapes(graph, node)
     names = [_tensor_for(graph, v, dshape, dtype, kept, host_views, expand)
-             for v, (dshape, expand) in zip(node.inputs, wants, strict=False)]
+             for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
     out.dshape, out.from_device = wants[-1][0], True
     graph.tensors[out.name] = DeviceTensor(out.name, out, out.dshape, dtype, upload=False)
     node.tensors = [*names, out.name]
@@ -117,20 +110,27 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
 def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:
     """A grouping of the output every input broadcasts over: an operand's on the card (host data
     may be broadcast on the host for it), else the output's dims with as few leading ones merged
-    as the inputs allow."""
+    as the inputs allow (all of them kept apart always works)."""
     out = node.outputs[0].shape
-    shapes = [(1,) * (len(out) - len(v.shape)) + tuple(v.shape) for v in node.inputs]
     on_card = [d for v in node.inputs if v.shape == out and (d := current(graph, v)) is not None]
-    for i, dshape in enumerate([*on_card, *(rows_shape(out, kept) for kept in range(1, max(len(out), 1) + 1))]):
-        wants = []
-        for v, s in zip(node.inputs, shapes, strict=True):
-            grouped = _grouped(s, out, dshape)
-            host_data = v.root.dshape is None and not v.root.from_device
-            wants.append((grouped, None) if grouped is not None else (dshape, out) if i < len(on_card) and host_data
-                         else None)
+    candidates = [(d, True) for d in on_card]
+    candidates += [(rows_shape(out, kept), False) for kept in range(1, max(len(out), 1) + 1)]
+    for dshape, host_expands in candidates:
+        wants = [_want(v, out, dshape, host_expands) for v in node.inputs]
         if None not in wants:
             return [*wants, (dshape, None)]
-    return [*((rows_shape(s, len(out)), None) for s in shapes), (rows_shape(out, len(out)), None)]
+    raise AssertionError(f"no grouping of {out} for {[v.shape for v in node.inputs]}")
+
+
+def _want(v: Value, out: tuple[int, ...], dshape: tuple[int, ...], host_expands: bool) -> Want | None:
+    """How input ``v`` is read by a kernel over ``dshape`` (a grouping of ``out``): broadcast by the
+    kernel, or host data broadcast on the host when ``host_expands``."""
+    grouped = _grouped((1,) * (len(out) - len(v.shape)) + tuple(v.shape), out, dshape)
+    if grouped is not None:
+        return grouped, None
+    if host_expands and v.root.dshape is None and not v.root.from_device:
+        return dshape, out
+    return None
 
 
 def _grouped(shape: tuple[int, ...], out: tuple[int, ...], dshape: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -165,7 +165,8 @@ def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kep
     return name
 
 
-def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list, dtype: str, kept: list[Node]) -> str:
+def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step], dtype: str,
+                kept: list[Node]) -> str:
     """Append restickify kernels moving ``source`` into ``v``'s order, the last in its dshape."""
     x = source
     for i, (_, perm, shape) in enumerate(steps):

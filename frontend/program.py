@@ -1,8 +1,9 @@
 """Pass 6: the annotated graph -> kernel programs, one per run of consecutive kernels.
 
 Host steps cut the program: the kernels between two host steps form one kernel program
-(a ``Segment``). A kernel that reads a value of its own segment through the host (a change of
-grouping, see layout.py) also starts a new segment, since the host copy happens in between.
+(a ``Segment``). A kernel that reads a value of its own segment through the host (a view whose
+restickify the lowering refuses, see layout.py) also starts a new segment, since the host copy
+happens in between.
 A segment's tensors are inputs when they come from before it, outputs when anything after it
 (a later segment, a host step, the caller) reads them, else intermediates.
 """

@@ -34,11 +34,12 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_
     kv_heads, cols = key.shape[-3], key.shape[-2]
     groups = heads // kv_heads
     scale = scale if scale is not None else 1.0 / math.sqrt(dim)
+    keys = key.transpose(-2, -1)  # before any repeat: the card transposes each head once
     if groups > 1 and rows >= PT_ROWS:
-        key, value = key.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
+        keys, value = keys.repeat_interleave(groups, dim=-3), value.repeat_interleave(groups, dim=-3)
         kv_heads, groups = heads, 1
     q = query.reshape(*lead, kv_heads, groups * rows, dim)
-    scores = torch.matmul(q, key.transpose(-2, -1)) * scale
+    scores = torch.matmul(q, keys) * scale
     if is_causal:
         attn_mask = torch.ones(rows, cols, dtype=torch.bool, device=query.device).tril()
     if attn_mask is not None:

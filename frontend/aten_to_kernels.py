@@ -1,10 +1,12 @@
 """Pass 1: the Core ATen graph -> kernels (SuperDSC ops) and host steps.
 
 Each ATen op maps to one or a few kernels over torch shapes; layouts come later (pass 3).
-Python scalars become constant values. The view family becomes ``view`` steps, which the
-layout pass either folds away (the same device tensor) or keeps as host data movement. An op
-with no mapping, or with an argument the card cannot take (a dtype, a rounding mode), becomes
-a ``fallback`` step: torch runs it on the CPU and the report names it.
+Python scalars become constant values. The view family becomes ``view`` steps: permutes and
+reshapes, which the layout pass resolves (free, or restickified on the card), and the rest
+(slices, cat, embedding), which run on the host; a broadcasting expand and RoPE's cat of
+slices become kernels. An op with no mapping, or with an argument the card cannot take (a
+dtype, a rounding mode), becomes a ``fallback`` step: torch runs it on the CPU and the report
+names it.
 """
 
 from __future__ import annotations

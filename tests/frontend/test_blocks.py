@@ -67,3 +67,4 @@ def test_llama_layer(check):
     assert rep.fallbacks == []
     assert rep.crossings == []  # RoPE's rotate_half is a matmul, the views restickify on the card
     assert {"rmsnorm", "softmax", "silu", "batchmatmul", "ReStickifyOpHBM"} <= {k["op"] for k in rep.kernels}
+    assert {"op": "where3", "kind": "constant", "reason": ""} in rep.host_steps  # the causal mask, folded

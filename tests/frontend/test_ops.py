@@ -94,3 +94,17 @@ def test_embedding_cat_and_views(check):
     check(lambda a, b: torch.cat([a, b], -1).exp(), _x(4, 64), _x(4, 64))
     check(lambda x: x.view(2, 4, 64).permute(1, 0, 2).reshape(4, 128).transpose(0, 1).sigmoid(), _x(8, 64))
     check(lambda x: x[:, 1:3].unsqueeze(0).expand(2, 4, 2, 64).tanh(), _x(4, 4, 64))
+
+
+def test_rotate_half_is_a_matmul_on_the_card(check):
+    check(lambda x: torch.cat([-x[..., 40:], x[..., :40]], -1) * x.exp(), _x(2, 6, 80))
+    rep = last_report()
+    assert "batchmatmul" in [k["op"] for k in rep.kernels]
+    assert (rep.crossings, rep.host_steps) == ([], [])
+
+
+def test_expand_of_a_computed_value_is_an_identity_kernel(check):
+    check(lambda x: x.exp().unsqueeze(1).expand(4, 3, 64).reshape(12, 64).tanh(), _x(4, 64))
+    rep = last_report()
+    assert "identity" in [k["op"] for k in rep.kernels]
+    assert rep.crossings == []

@@ -91,7 +91,7 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
         stick, lane = _sources(x, y, perm, ids)
         gathered = _gathered(stick, lane)
         if gathered.all():
-            pairs = np.stack([stick.max(axis=1), ids])
+            pairs = np.stack([_first(stick), ids])
             shares[core] = partial(lower_gather, x=tensors[0].name, y=tensors[1].name, pairs=pairs,
                                    budget=target.budget, step=target.stepper(kernel))
             continue
@@ -124,11 +124,17 @@ def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], ids: np.nd
     return np.where(valid, stick, -1), np.where(valid, lane, -1)
 
 
+def _first(stick: np.ndarray) -> np.ndarray:
+    """Each output stick's first valid source stick."""
+    return stick[np.arange(len(stick)), (stick >= 0).argmax(axis=1)]
+
+
 def _gathered(stick: np.ndarray, lane: np.ndarray) -> np.ndarray:
     """Output sticks that are one input stick, lane for lane."""
-    valid = stick >= 0
-    same = (np.where(valid, stick, stick.max(axis=1, keepdims=True)) == stick.max(axis=1, keepdims=True)).all(axis=1)
-    return same & (np.where(valid, lane, np.arange(lane.shape[1])) == np.arange(lane.shape[1])).all(axis=1)
+    padding = stick < 0
+    one_source = (padding | (stick == _first(stick)[:, None])).all(axis=1)
+    in_place = (padding | (lane == np.arange(lane.shape[1]))).all(axis=1)
+    return one_source & in_place
 
 
 def _blocks(stick: np.ndarray, lane: np.ndarray, ids: np.ndarray,

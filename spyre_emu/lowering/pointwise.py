@@ -24,7 +24,7 @@ from ..kernel_program.ops import OPS, Step
 from .lx import Resident
 from .placement import Runs, as_runs, check_division, core_runs, division, stick_hosts, stick_of
 from .sfu import sfu_ops, stick_addrs
-from .streams import CoreStreams, Emit
+from .streams import CoreStreams, Emit, chunks, halves
 from .target import Stepper, Target
 
 
@@ -37,28 +37,6 @@ class Operand:
     splat: bool                  # broadcast along the stick dim
     resident: Resident | None    # kept in LX, else in DRAM
     full: bool                   # the output's own sticks (loads follow the output's runs)
-
-
-def chunks(runs: Runs, size: int) -> list[Runs]:
-    """Cut a core's runs into chunks of at most ``size`` sticks, keeping device order."""
-    out: list[Runs] = [[]]
-    room = size
-    for first, count in runs:
-        at, left = first, count
-        while left:
-            if room == 0:
-                out.append([])
-                room = size
-            take = min(left, room)
-            out[-1].append((at, take))
-            at, left, room = at + take, left - take, room - take
-    return out
-
-
-def halves(n: int) -> dict[str, tuple[int, int]]:
-    """The two corelets' SFUs each take half of a chunk's ``n`` sticks (the first the larger)."""
-    mid = -(-n // 2)
-    return {unit: span for unit, span in (("sfu0", (0, mid)), ("sfu1", (mid, n))) if span[1] > span[0]}
 
 
 def lower_pointwise(core: CoreStreams, *, steps: tuple[Step, ...], inputs: list[Operand], output: str,

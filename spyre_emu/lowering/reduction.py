@@ -27,9 +27,8 @@ from ..kernel_program import KernelProgram, Tensor, default_layout, dim_map, ele
 from ..kernel_program.model import Kernel
 from .lx import Resident
 from .placement import as_runs, check_division, division, owner_of, stick_hosts, stick_of
-from .pointwise import chunks, halves
 from .sfu import fold, masked, sfu_ops, stick_addrs
-from .streams import CoreStreams, Emit, Item
+from .streams import CoreStreams, Emit, Item, chunks, halves
 from .target import Stepper, Target
 
 SCALE, MASK, FILL = 0, STICK_BYTES, 2 * STICK_BYTES  # the constant sticks at LX 0 of a reducing core

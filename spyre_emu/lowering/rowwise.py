@@ -23,10 +23,9 @@ from ..kernel_program import KernelProgram, Tensor, default_layout, elems_per_st
 from ..kernel_program.model import Kernel
 from .lx import Resident
 from .placement import as_runs, check_division, division, owner_of, stick_hosts, stick_of
-from .pointwise import chunks, halves
 from .reduction import LOWEST
 from .sfu import fold, masked, sfu_ops, stick_addrs
-from .streams import CoreStreams, Emit, Item
+from .streams import CoreStreams, Emit, Item, chunks, halves
 from .target import Stepper, Target
 
 SCALE, MASK, ZERO, LOWEST_AT, EPS = (i * STICK_BYTES for i in range(5))  # constant sticks at LX 0

@@ -1,4 +1,5 @@
-"""CoreStreams: one core's unit streams under construction, as unit program JSON items."""
+"""CoreStreams: one core's unit streams under construction, as unit program JSON items, and how
+every family cuts a core's share into double-buffered chunks split between the two corelets."""
 
 from __future__ import annotations
 
@@ -59,6 +60,28 @@ class CoreStreams:
                                          "lx": lx + pos * STICK_BYTES, "bytes": n * STICK_BYTES}))
             pos += n
         return items
+
+
+def chunks(runs: Runs, size: int) -> list[Runs]:
+    """Cut a core's runs into chunks of at most ``size`` sticks, keeping device order."""
+    out: list[Runs] = [[]]
+    room = size
+    for first, count in runs:
+        at, left = first, count
+        while left:
+            if room == 0:
+                out.append([])
+                room = size
+            take = min(left, room)
+            out[-1].append((at, take))
+            at, left, room = at + take, left - take, room - take
+    return out
+
+
+def halves(n: int) -> dict[str, tuple[int, int]]:
+    """The two corelets' SFUs each take half of a chunk's ``n`` sticks (the first the larger)."""
+    mid = -(-n // 2)
+    return {unit: span for unit, span in (("sfu0", (0, mid)), ("sfu1", (mid, n))) if span[1] > span[0]}
 
 
 Emit = Callable[[CoreStreams], None]  # appends one core's share of a kernel to its streams

@@ -128,14 +128,17 @@ class Sfu:
 class Dma:
     max_burst_bytes: int
     max_inflight_bytes: int
+    multicast_max_cores: int  # destinations one load may name (one DRAM read, a copy per core)
 
     def problems(self) -> Problems:
         bad = _powers_of_two(self, "max_burst_bytes", "max_inflight_bytes")
+        if self.multicast_max_cores < 1:
+            bad.append(("multicast_max_cores", "must be at least 1"))
         if self.max_burst_bytes < STICK_BYTES:
             bad.append(("max_burst_bytes", f"must be at least one stick ({STICK_BYTES} B)"))
         if self.max_inflight_bytes < self.max_burst_bytes:
             bad.append(("max_inflight_bytes", "must be at least max_burst_bytes"))
-        return bad + _at_most(self, max_inflight_bytes=1 << 24)
+        return bad + _at_most(self, max_inflight_bytes=1 << 24, multicast_max_cores=1 << 10)
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,18 @@ class Ring:
         if len(set(self.stops)) != len(self.stops):
             bad.append(("stops", "a stop is listed twice"))
         return bad
+
+    def multicast_legs(self, src: int, dsts: list[int]) -> list[int]:
+        """Where the copies of a stick multicast from stop ``src`` end: the farthest of ``dsts`` in
+        each direction (shorter way round, ties clockwise), clockwise first. Each copy passes, and
+        is written at, every destination on its way."""
+        n, far = len(self.stops), {}
+        for dst in dsts:
+            clockwise = (dst - src) % n
+            way, hops = (0, clockwise) if clockwise <= n - clockwise else (1, n - clockwise)
+            if hops > far.get(way, (0, -1))[0]:
+                far[way] = (hops, dst)
+        return [far[way][1] for way in sorted(far)]
 
 
 @dataclass(frozen=True)

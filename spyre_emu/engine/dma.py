@@ -5,7 +5,11 @@ split at channel interleave boundaries into requests; at most ``max_inflight_byt
 outstanding per unit. Reads: the request reaches its memory controller after one hop
 latency per hop (requests use no link), waits in the channel's queue, and each stick
 leaves the controller when its data is out, crosses the ring and is written by the unit's
-LX port one per port cycle; the load ends the cycle after its last write. Writes: sticks
+LX port one per port cycle; the load ends the cycle after its last write. A multicast load
+(``to``: several cores, one DRAM read) sends each stick out of the controller once per ring
+direction that has destinations; the copy is written by each destination's ring receive port
+(one per cycle) as it passes and ends at the farthest. Its in-flight budget counts copies:
+``max_inflight_bytes`` per destination. Writes: sticks
 leave the LX port one per port cycle, cross the ring, and a request joins the channel's
 write queue when its sticks are all at the controller; the store ends when its last
 write's data is in DRAM. Sends: sticks leave one per cycle, cross the ring and are written
@@ -18,7 +22,7 @@ from numba import njit
 from . import layout as L
 from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
 from .queue import at_nb
-from .ring import hops_nb, stick_at_nb, travel_nb
+from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
 STICK = 128
 
@@ -30,9 +34,15 @@ def start_dma_nb(st, u, i, t):
     us[u, L.U_ADDR] = ins[i, L.I_A0]
     us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
     us[u, L.U_INFLIGHT] = 0
-    us[u, L.U_LEFT] = ins[i, L.I_A2] // STICK
+    us[u, L.U_LEFT] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
     us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
     return issue_nb(st, u, t + ins[i, L.I_DUR])
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _copies_nb(ins, i):
+    """Copies of each stick a DMA instruction delivers: its multicast destinations, else one."""
+    return max(1, ins[i, L.I_A4]) if ins[i, L.I_OP] == L.OP_LOAD else 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -47,14 +57,14 @@ def _port_nb(port, index, interval, t):
 def issue_nb(st, u, t):
     """Issue the L.DMA's next bursts while its in-flight budget allows."""
     ins, us, cfg, chunk, chan_stop = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
-    op = ins[us[u, L.U_PC], L.I_OP]
+    op, copies = ins[us[u, L.U_PC], L.I_OP], _copies_nb(ins, us[u, L.U_PC])
     ok = True
     while us[u, L.U_ISSUE_LEFT] > 0:
         addr = us[u, L.U_ADDR]
         burst = min(us[u, L.U_ISSUE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
-        if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
+        if us[u, L.U_INFLIGHT] + burst * copies > cfg[L.C_INFLIGHT] * copies:
             break
-        us[u, L.U_INFLIGHT] += burst
+        us[u, L.U_INFLIGHT] += burst * copies
         us[u, L.U_ISSUE_LEFT] -= burst
         us[u, L.U_ADDR] += burst
         if op == L.OP_SEND:
@@ -90,6 +100,8 @@ def issue_nb(st, u, t):
 
 @njit(cache=True, _nrt=False)
 def delivered_nb(st, u, sticks, done_at, t):
+    """Sticks (or multicast copies) reached their destination: free their budget; the last one ends
+    the transfer."""
     us = st[L.ST_US]
     us[u, L.U_INFLIGHT] -= sticks * STICK
     us[u, L.U_LEFT] -= sticks
@@ -113,7 +125,7 @@ def request_nb(st, k, is_write, t):
 def channel_nb(st, c, t):
     """The channel picks and serves its next request, then re-arms if more wait."""
     us, cfg, ch, bank = st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK]
-    chunk, chan_stop = st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
+    chunk = st[L.ST_CHUNK]
     ch[c, L.D_ARMED] = 0
     k, is_write = pick_nb(ch, chunk, c)
     if k < 0:
@@ -125,9 +137,7 @@ def channel_nb(st, c, t):
     if is_write:
         ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks)
     else:
-        for s in range(sticks):
-            ok &= stick_at_nb(st, data + (s + 1) * cfg[L.C_STICK_CYC], chan_stop[c], us[u, L.U_STOP], u,
-                         L.ROLE_READ, 0)
+        ok &= _read_out_nb(st, u, c, sticks, data)
     if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
         ch[c, L.D_ARMED] = 1
         ok &= at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
@@ -135,9 +145,36 @@ def channel_nb(st, c, t):
 
 
 @njit(cache=True, _nrt=False)
+def _read_out_nb(st, u, c, sticks, data):
+    """A served read's sticks leave the controller one per ``stick_cycles``: to the load's core, or
+    a multicast as one copy each way that has destinations, bound for the farthest of them."""
+    ins, us, cfg, src = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHAN_STOP][c]
+    mask = ins[us[u, L.U_PC], L.I_A3] if ins[us[u, L.U_PC], L.I_OP] == L.OP_LOAD else 0
+    cw, ccw = legs_nb(cfg, src, mask)
+    ok = True
+    for s in range(sticks):
+        leave = data + (s + 1) * cfg[L.C_STICK_CYC]
+        if mask == 0:
+            ok &= stick_at_nb(st, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, 0)
+        for far in (cw, ccw):
+            if far >= 0:
+                ok &= stick_at_nb(st, leave, src, far, u, L.ROLE_MCAST, mask)
+    return ok
+
+
+@njit(cache=True, _nrt=False)
 def stick_nb(st, stop, dst, u, role, x, t):
-    """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller)."""
+    """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller). A
+    multicast copy is written by each destination's ring receive port as it passes, then goes on."""
     us, chunk, rx_port = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT]
+    if role == L.ROLE_MCAST:
+        ok = True
+        if (x >> stop) & 1:
+            core = us[st[L.ST_STOPS][stop, L.R_INJ0], L.U_CORE]
+            ok = delivered_nb(st, u, 1, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
+        if stop != dst:
+            ok &= travel_nb(st, stop, dst, u, role, x, t)
+        return ok
     if stop != dst:
         return travel_nb(st, stop, dst, u, role, x, t)
     if role == L.ROLE_WRITE:

@@ -94,7 +94,9 @@ def _apply(card: Card, ins: Instruction) -> bool:
     """Apply one instruction; False if its input FIFO does not yet hold enough sticks."""
     a, lx = ins.args, card.lx_of(ins.core) if ins.core >= 0 else None
     if ins.op == "load":
-        lx[a["lx"]:a["lx"] + a["bytes"]] = card.dram.read(a["dram"], a["bytes"])
+        data = card.dram.read(a["dram"], a["bytes"])
+        for core in a.get("to", [ins.core]):
+            card.lx_of(core)[a["lx"]:a["lx"] + a["bytes"]] = data
     elif ins.op == "store":
         card.dram.write(a["dram"], lx[a["lx"]:a["lx"] + a["bytes"]].copy())
     elif ins.op == "send":

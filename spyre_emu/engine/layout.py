@@ -5,7 +5,8 @@ functions take few arguments and numba can cache them. Columns are module consta
 which numba freezes at compile time; the cache is keyed on these sources.
 """
 
-# Instruction table ``ins[i, :]``.
+# Instruction table ``ins[i, :]``. A load's I_A3 is its multicast mask (bit s: ring stop s gets a
+# copy; 0: its own core) and I_A4 its number of destinations (0 for a plain load).
 I_OP, I_UNIT, I_A0, I_A1, I_A2, I_A3, I_A4, I_A5, I_A6, I_DUR, I_W0, I_W1, I_S0, I_S1 = range(14)
 I_COLS = 14
 
@@ -60,8 +61,8 @@ E_TIME, E_SEQ, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(9)
 E_COLS = 9
 EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL = range(8)
 
-# Roles of a stick on the ring.
-ROLE_READ, ROLE_WRITE, ROLE_SEND = range(3)
+# Roles of a stick on the ring. A multicast read copy carries its load's destination stop mask.
+ROLE_READ, ROLE_WRITE, ROLE_SEND, ROLE_MCAST = range(4)
 
 # Run status returned by the loop (RUNNING: its event budget is spent, call it again).
 STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL, STATUS_RUNNING = range(5)

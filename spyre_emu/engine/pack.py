@@ -107,6 +107,9 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
         row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["dram"], a.get("lx", 0), a["bytes"]
         row[L.I_DUR] = machine.pcie.latency_cycles if op in (Op.H2D, Op.D2H) else 0
+        if "to" in a:
+            row[L.I_A3] = sum(1 << machine.stop_of(f"core{c}") for c in a["to"])
+            row[L.I_A4] = len(a["to"])
     elif op == Op.SEND:
         row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["lx"], a["to_core"], a["bytes"]
         row[L.I_A3] = machine.stop_of(f"core{a['to_core']}")
@@ -165,10 +168,10 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     per_mc = d.channels // d.controllers
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
-    # Pending events: one per in-flight stick or request of each DMA unit, one per stick in a
-    # FIFO (becoming visible), and a few per unit and channel.
+    # Pending events: one per in-flight stick or request of each DMA unit (a multicast stick: one
+    # per direction), one per stick in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    ev, qa = new_queue(n_units * (machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
+    ev, qa = new_queue(n_units * (2 * machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
     times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
     times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)

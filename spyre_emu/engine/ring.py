@@ -6,6 +6,9 @@ previous stick) and reaches the next stop ``hop_latency`` cycles later. Sticks c
 first come, first served (ties in event order). Routes take the shorter direction;
 equal distances go clockwise (towards higher stop numbers).
 
+A multicast copy (a load to several cores) is written into the LX of every destination it passes
+and goes on; its arrival at each of them is an event.
+
 Every hop is an event, except where taking the next hop at once provably gives the same
 answer (``cfg[C_CHAIN]``): a link out of stop s in direction d is fed only by the link
 into s in direction d, first come first served, and by sticks put on the ring at s. So a
@@ -35,6 +38,21 @@ def direction_nb(cfg, stop, dst):
     """0 clockwise, 1 counter-clockwise: the shorter way, ties clockwise."""
     cw = (dst - stop) % cfg[L.C_STOPS]
     return 0 if cw <= cfg[L.C_STOPS] - cw else 1
+
+
+@njit(cache=True, _nrt=False)
+def legs_nb(cfg, src, mask):
+    """A multicast from ``src``: the farthest destination in ``mask`` each way (-1: none that way)."""
+    cw, ccw, cw_hops, ccw_hops = -1, -1, 0, 0
+    for stop in range(cfg[L.C_STOPS]):
+        if (mask >> stop) & 1:
+            h = hops_nb(cfg, src, stop)
+            if direction_nb(cfg, src, stop) == 0:
+                if h > cw_hops:
+                    cw, cw_hops = stop, h
+            elif h > ccw_hops:
+                ccw, ccw_hops = stop, h
+    return cw, ccw
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -77,7 +95,7 @@ def travel_nb(st, stop, dst, u, role, x, t):
         us[u, L.S_STALL_LINK] += depart - t
         stop, t = (stop + step) % n, depart + cfg[L.C_HOP]
         if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
-                or t >= _injection_horizon_nb(st, stop, now)):
+                or (role == L.ROLE_MCAST and (x >> stop) & 1) or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:
                 pending[2 * stop + d] += 1
             return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)

@@ -13,6 +13,9 @@ boundaries into requests, one per channel visit.
   and is delivered when its data is in DRAM.
 - send: each stick leaves through the unit's port, crosses the ring and is written by the
   receiving core's ring port.
+- multicast load (``to``): one read; each stick leaves the controller once per direction with
+  destinations, bound for the farthest, and is written by each destination's ring port as it
+  passes. The budget counts copies (``max_inflight_bytes`` per destination).
 
 A stick is delivered when it reaches its destination stop (a write request when its data is
 written); the instruction ends the cycle after its last LX write (writes: when the last
@@ -53,28 +56,33 @@ class DmaUnit:
         self.port, self.latency = port, latency
         self.requests = 0   # requests issued so far: their place in the canonical order
         # The transfer under way: its op, where issue has got to, bytes outstanding, sticks to deliver.
-        self.op, self.to_core = "", -1
+        self.op, self.to_core, self.to = "", -1, ()
         self.addr = self.to_issue = self.inflight = self.left = 0
         self.finished = Wake(self.env)
 
     def run(self, ins: Instruction) -> Generator:
         """Move the instruction's bytes; returns at its END event."""
         a = ins.args
-        self.op, self.to_core = ins.op, a.get("to_core", -1)
+        self.op, self.to_core, self.to = ins.op, a.get("to_core", -1), tuple(a.get("to", ()))
         self.addr = a["lx"] if ins.op == "send" else a["dram"]
-        self.to_issue, self.inflight, self.left = a["bytes"], 0, a["bytes"] // STICK_BYTES
+        self.to_issue, self.inflight, self.left = a["bytes"], 0, a["bytes"] // STICK_BYTES * self.copies
         self.finished = Wake(self.env)
         self._issue(self.env.now + self.latency)
         yield self.finished
+
+    @property
+    def copies(self) -> int:
+        """Copies of each stick the transfer delivers (a multicast: one per destination)."""
+        return max(1, len(self.to))
 
     def _issue(self, cycle: int) -> None:
         machine = self.fabric.machine
         burst_bytes, budget = machine.dma.max_burst_bytes, machine.dma.max_inflight_bytes
         while self.to_issue:
             burst = min(self.to_issue, burst_bytes - self.addr % burst_bytes)
-            if self.inflight + burst > budget:
+            if self.inflight + burst * self.copies > budget * self.copies:
                 return
-            self.inflight += burst
+            self.inflight += burst * self.copies
             if self.op == "send":
                 for _ in range(burst // STICK_BYTES):
                     self.env.process(self._send_stick(self.port.take(cycle)))
@@ -106,13 +114,29 @@ class DmaUnit:
         request = Request(addr, sticks, False, self.env.event())
         self.fabric.channels[channel].enqueue(request)
         data = yield request.served
+        src = self.fabric.channel_stops[channel]
+        dsts = [self.fabric.core_stops[c] for c in self.to]
+        legs = self.fabric.machine.ring.multicast_legs(src, dsts)
         for s in range(sticks):
             leave = data + (s + 1) * self.fabric.machine.dram.stick_cycles
-            self.env.process(self._read_stick(leave, self.fabric.channel_stops[channel]))
+            if not self.to:
+                self.env.process(self._read_stick(leave, src))
+            for far in legs:
+                self.env.process(self._multicast_stick(leave, src, far, dsts))
 
     def _read_stick(self, leave: int, src: int) -> Generator:
         yield from self.fabric.ring.carry(leave, src, self.stop, self.unit, Role.READ, 0)
         self._delivered(1, self.port.take(self.env.now) + 1)
+
+    def _multicast_stick(self, leave: int, src: int, far: int, dsts: list[int]) -> Generator:
+        mask = sum(1 << d for d in dsts)
+
+        def write(stop: int) -> None:
+            if stop in dsts:
+                core = self.fabric.core_stops.index(stop)
+                self._delivered(1, self.fabric.rx_ports[core].take(self.env.now) + 1)
+
+        yield from self.fabric.ring.carry(leave, src, far, self.unit, Role.MCAST, mask, write)
 
     def _write_stick(self, leave: int, request: Request, channel: int, number: int) -> Generator:
         dst = self.fabric.channel_stops[channel]

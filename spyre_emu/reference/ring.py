@@ -13,7 +13,7 @@ queues, whether it finds the link released or gets it on release.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from enum import IntEnum
 
 import simpy
@@ -28,6 +28,7 @@ class Role(IntEnum):
     READ = 0    # DRAM data on its way to a load (or d2h)
     WRITE = 1   # data on its way to a memory controller (store, h2d)
     SEND = 2    # data on its way to another core's LX
+    MCAST = 3   # a copy of multicast DRAM data, written at each destination it passes
 
 
 class Ring:
@@ -46,16 +47,22 @@ class Ring:
         clockwise = (dst - src) % self.stops
         return 0 if clockwise <= self.stops - clockwise else 1
 
-    def carry(self, cycle: int, src: int, dst: int, unit: int, role: Role, detail: int) -> Generator:
-        """A stick put on the ring at ``src`` at ``cycle``; returns as it reaches ``dst``."""
+    def carry(self, cycle: int, src: int, dst: int, unit: int, role: Role, detail: int,
+              at_stop: Callable[[int], None] | None = None) -> Generator:
+        """A stick put on the ring at ``src`` at ``cycle``; returns as it reaches ``dst``.
+        ``at_stop(stop)`` runs as it reaches each stop, before it asks for the next link."""
         direction = self.direction(src, dst)
         step = 1 if direction == 0 else -1
         stop = src
         yield At(self.env, cycle, Kind.STICK, stop, dst, unit, role, detail)
         while stop != dst:
+            if at_stop:
+                at_stop(stop)
             with self.links[stop][direction].request() as link:
                 yield link
                 leave = self.env.now
                 yield self.env.timeout(1)
             stop = (stop + step) % self.stops
             yield At(self.env, leave + self.hop_cycles, Kind.STICK, stop, dst, unit, role, detail)
+        if at_stop:
+            at_stop(stop)

@@ -101,7 +101,11 @@ class _Geometry:
         ends = []
         for channel in np.flatnonzero(per_channel):
             mc, sticks = int(self.channel_stop[channel]), int(per_channel[channel])
-            ends.append((mc, unit, sticks) if ins.op in READS_DRAM else (unit, mc, sticks))
+            if "to" in ins.args:
+                dsts = [self.machine.stop_of(f"core{c}") for c in ins.args["to"]]
+                ends += [(mc, far, sticks) for far in self.machine.ring.multicast_legs(mc, dsts)]
+            else:
+                ends.append((mc, unit, sticks) if ins.op in READS_DRAM else (unit, mc, sticks))
         return ends
 
 

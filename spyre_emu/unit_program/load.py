@@ -23,6 +23,7 @@ from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPERANDS, SFU_OPS, UNIT_OPS, uni
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
 MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
+MAX_MULTICAST_STOPS = 62  # the engine keeps a multicast's destination stops as bits of one int64
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -256,6 +257,8 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         if op not in UNIT_OPS[unit_kind(unit)]:
             raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, path + ".op")
         args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note", "kernel")}
+        if "to" in args:
+            args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
         if "dram" in args:
             args["dram"] = _resolve_dram(args["dram"], args["bytes"], buffers, machine, source, path)
         ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
@@ -330,6 +333,8 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
     if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
         raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
                            source, ins.path + (".dtype" if "dtype" in a else ""))
+    if ins.op == "load" and "to" in a:
+        _check_multicast(ins, machine, source)
     if ins.op == "send":
         if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
             raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
@@ -337,6 +342,19 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
         _check_lx(ins.path + ".to_lx", a["to_lx"], a["bytes"], machine, source)
     for field, offset, nbytes in lx_regions(ins, machine):
         _check_lx(f"{ins.path}.{field}", offset, nbytes, machine, source)
+
+
+def _check_multicast(ins: Instruction, machine: Machine, source: str) -> None:
+    """A multicast names cores of the card, at most ``dma.multicast_max_cores``; the engine keeps its
+    destinations as a bit mask of ring stops."""
+    to, where = ins.args["to"], ins.path + ".to"
+    if len(to) > machine.dma.multicast_max_cores:
+        raise ProgramError(f"a load feeds at most dma.multicast_max_cores = {machine.dma.multicast_max_cores} cores",
+                           source, where)
+    if max(to) >= machine.cores.count:
+        raise ProgramError(f"cores are 0..{machine.cores.count - 1}", source, where)
+    if len(machine.ring.stops) > MAX_MULTICAST_STOPS:
+        raise ProgramError(f"multicast needs a ring of at most {MAX_MULTICAST_STOPS} stops", source, where)
 
 
 def _check_sfu(ins: Instruction, source: str) -> None:

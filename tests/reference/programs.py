@@ -47,6 +47,7 @@ def _step(machine: Machine, cores: list[int]) -> st.SearchStrategy[Step]:
         st.builds(_dma, core, st.sampled_from(["load", "store"]), _dram(machine), _sticks(machine)),
         st.builds(_host, st.sampled_from(["h2d", "d2h"]), _dram(machine), _sticks(machine)),
         st.builds(_send, st.just(machine), core, st.data(), _sticks(machine)),
+        st.builds(_multicast, st.just(machine), core, st.data(), _dram(machine), _sticks(machine)),
         st.builds(_matmul, st.just(machine), core, corelet, st.data()),
         st.builds(_sfu_lx, core, corelet, st.data()),
         st.builds(_fifo_group, core, corelet, st.data(), st.sampled_from(["through", "in", "out"])),
@@ -80,6 +81,13 @@ def _send(machine: Machine, core: int, data: st.DataObject, sticks: int) -> Step
     to_core = data.draw(st.integers(0, machine.cores.count - 1).filter(lambda c: c != core))
     return [(core, "send", {"op": "send", "lx": 0, "to_core": to_core, "to_lx": LX_OUT,
                             "bytes": sticks * STICK_BYTES})]
+
+
+def _multicast(machine: Machine, core: int, data: st.DataObject, dram: int, sticks: int) -> Step:
+    """A load into several cores' LX from one DRAM read (the issuing core among them or not)."""
+    most = min(machine.cores.count, machine.dma.multicast_max_cores)
+    to = data.draw(st.lists(st.integers(0, machine.cores.count - 1), min_size=1, max_size=most, unique=True))
+    return [(core, "load", {"op": "load", "dram": dram, "lx": 0, "to": to, "bytes": sticks * STICK_BYTES})]
 
 
 def _matmul(machine: Machine, core: int, corelet: int, data: st.DataObject) -> Step:

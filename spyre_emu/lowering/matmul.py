@@ -1,19 +1,25 @@
-"""Matmul kernels (``batchmatmul``): PT passes of 8 rows on both corelets.
+"""Matmul kernels (``batchmatmul``): PT passes of 8 rows on both corelets, operands shared over the ring.
 
 Operands are A (M, K), B (K, N), C (M, N), each optionally with a leading batch dim, in
 torch-spyre's default layouts (2-D A is [K sticks][M][64]: a K stick of consecutive rows is
-contiguous). A core owns an (M block, N block) of C per batch and streams K in chunks: per
-chunk it loads, for each K stick, its rows of A and, per 64-column group, the chunk's rows of
-B, as runs of consecutive device sticks (one run each in 2-D); both are double buffered
-(chunk q + 2 waits until every pass of chunk q is done). Each pass multiplies up to 8 rows
-of the A tile by one column group and accumulates into C in LX; the passes alternate between
-the two corelets' PT arrays. C is stored once, after the last chunk. Padding sticks are
-zero in A and B, so K is processed in whole sticks.
+contiguous). A core owns an (M block, N block, K block) of the work per batch. It computes its C
+tile ``block`` column groups at a time (a tile), streaming its K range in chunks: per chunk, for
+each K stick, its rows of A and, per 64-column group, the chunk's rows of B, as runs of
+consecutive device sticks. Each pass multiplies up to 8 rows of the A tile by one column group
+and accumulates into C in LX; passes alternate between the two corelets' PT arrays.
+
+Cores that need the same operand sticks form a cohort (``cohorts.py``): one member loads them
+with a multicast into every member's LX, so an operand crosses DRAM once per cohort. Every core
+lays out LX alike, so one address serves the whole cohort. Chunks are numbered across a core's
+tiles and double buffered: chunk n + 2 is loaded once every member's passes of chunk n are done.
+With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
+and each stores its piece; otherwise a core stores its tile once its last chunk is done.
+Padding sticks are zero in A and B, so K is processed in whole sticks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -22,21 +28,11 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
+from .cohorts import Piece, cohorts
 from .placement import Runs, as_runs, check_division, division, slice_index, stick_of
-from .streams import CoreStreams, Emit
-from .target import Stepper, Target
-
-
-def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
-    """The largest K chunk (in A sticks) whose two A and B tile sets fit beside the C tile.
-
-    One A stick holds 64 K values of a row; the same 64 K values of B are 64 sticks per group.
-    """
-    free = lx_sticks - groups * rows
-    per_stick = 2 * (rows + 64 * groups)
-    if free < per_stick:
-        return 0
-    return min(k_sticks, free // per_stick)
+from .split_k import SplitK, reduce_tile, tile_sticks
+from .streams import CoreStreams, Emit, Item
+from .target import Target
 
 
 @dataclass(frozen=True)
@@ -63,63 +59,140 @@ class Operands:
         return self._runs(2, np.arange(m0, m0 + rows), group * 64)
 
 
-def lower_matmul(core: CoreStreams, *, operands: list[Operands], k: int, m_block: tuple[int, int],
-                 n_groups: tuple[int, int], block: int, lx_sticks: int, rows_per_pass: int, step: Stepper) -> None:
-    """Append one core's share: per batch in ``operands``, rows [m0, m0 + rows) of C and column
-    groups [g0, g0 + groups), ``block`` groups at a time, each after the previous is stored."""
-    (m0, rows), (g0, groups) = m_block, n_groups
-    tag, done = core.tag, 0
-    for ops in operands:
-        for first in range(g0, g0 + groups, block):
-            size = min(block, g0 + groups - first)
-            core.tag = f"{tag}n{done}."
-            chunk = step(-(-k // 64), tile_chunk(-(-k // 64), rows, size, lx_sticks))
-            _column_block(core, ops, k, (m0, rows), (first, size), chunk, rows_per_pass,
-                          after=f"{tag}n{done - 1}.stored" if done else None)
-            done += 1
-    core.tag = tag
+@dataclass(frozen=True)
+class Plan:
+    """The LX layout every core of the kernel shares, and how K and N are cut into chunks and tiles."""
+
+    kernel: str          # prefix of the kernel's card-wide tokens
+    k: int               # K in elements
+    rows: int            # the most rows of C a core owns (A's tile height)
+    block: int           # column groups per tile
+    chunk: int           # K sticks per chunk
+    rows_per_pass: int
+    split: SplitK | None  # the K reduction's receive area, when K is split
+
+    @property
+    def a_bytes(self) -> int:
+        return self.chunk * self.rows * STICK_BYTES
+
+    @property
+    def b_bytes(self) -> int:
+        return self.block * self.chunk * 64 * STICK_BYTES
+
+    def buffers(self, n: int) -> tuple[int, int]:
+        """LX of A and B for chunk ``n`` (two sets, alternating)."""
+        base = (n % 2) * (self.a_bytes + self.b_bytes)
+        return base, base + self.a_bytes
+
+    @property
+    def c_lx(self) -> int:
+        return 2 * (self.a_bytes + self.b_bytes)
 
 
-def _column_block(core: CoreStreams, ops: Operands, k: int, m_block: tuple[int, int], n_groups: tuple[int, int],
-                  chunk: int, rows_per_pass: int, after: str | None) -> None:
-    a_name, b_name, c_name = ops.names
-    (m0, rows), (g0, groups) = m_block, n_groups
-    tag, k_sticks = core.tag, -(-k // 64)
-    a_bytes, b_bytes = chunk * rows * STICK_BYTES, groups * chunk * 64 * STICK_BYTES
-    sets = [(0, a_bytes), (a_bytes + b_bytes, 2 * a_bytes + b_bytes)]
-    c_lx = 2 * (a_bytes + b_bytes)
-    starts = list(range(0, k_sticks, chunk))
-    passes = [(g, r) for g in range(groups) for r in range(0, rows, rows_per_pass)]
-    units = [(u, mine) for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if mine]
-    for q, s0 in enumerate(starts):
-        b, n_k = q % 2, min(chunk, k_sticks - s0)
-        k_rows = min(n_k * 64, k - s0 * 64)  # B has exactly K rows; A's last stick is padded
-        a_lx, b_lx = sets[b]
+def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1) -> int:
+    """The largest K chunk (in A sticks) whose two A and B tile sets fit beside the C tile (and, with
+    K split over ``split`` cores, the receive area of the reduction).
+
+    One A stick holds 64 K values of a row; the same 64 K values of B are 64 sticks per group.
+    """
+    free = lx_sticks - tile_sticks(rows, groups, split)
+    per_stick = 2 * (rows + 64 * groups)
+    if free < per_stick:
+        return 0
+    return min(k_sticks, free // per_stick)
+
+
+def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1) -> int:
+    """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
+    fits = [g for g in range(1, groups + 1) if tile_chunk(k_sticks, rows, g, lx_sticks, split) >= min(8, k_sticks)]
+    return fits[-1] if fits else 0
+
+
+def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
+                 layouts: tuple[TensorLayout, TensorLayout, TensorLayout]) -> None:
+    """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
+    last chunk; a tile's first passes wait until the previous tile's C has left LX."""
+    n, freed, before = 0, [], 0
+    tiles = [(x, first, min(plan.block, piece.g[0] + piece.g[1] - first))
+             for x in piece.batches for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
+    for t, (x, g0, groups) in enumerate(tiles):
+        ops, tile = Operands(names, layouts, x), replace(piece, g=(g0, groups))
+        for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
+            passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)))
+            for i, item in enumerate(freed):
+                for u, work in passes.items():
+                    _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
+            freed, n = [], n + 1
+        runs = [run for g in range(groups) for run in ops.c(g0 + g, piece.m[0], piece.m[1])]
+        last = [work[-1] for work in passes.values()]
+        if plan.split is None:
+            stores = core.dma("store", names[2], runs, plan.c_lx)
+            for i, item in enumerate(last):
+                _link(item, stores[0], f"{core.tag}t{t}.done{i}")
+            freed = stores[-1:]
+        else:
+            freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last)
+        before = sum(count for _, count in runs)
+
+
+def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
+           ks: tuple[int, int]) -> dict[str, list[Item]]:
+    """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit."""
+    (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
+    k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
+    a_lx, b_lx = plan.buffers(n)
+    by_unit = _by_unit([(g, r) for g in range(groups) for r in range(0, rows, plan.rows_per_pass)])
+    if piece.a_feed:
         loads = [item for s in range(n_k)
-                 for item in core.dma("load", a_name, ops.a(s0 + s, m0, rows), a_lx + s * rows * STICK_BYTES)]
-        loads += [item for g in range(groups)
-                  for item in core.dma("load", b_name, ops.b(g0 + g, s0 * 64, k_rows),
-                                       b_lx + g * chunk * 64 * STICK_BYTES)]
-        if q >= 2:
-            loads[0]["wait"] = [f"{tag}free{b}_{u}" for u, _ in units]
-        if q == 0 and after:
-            loads[0]["wait"] = [after]
-        loads[-1]["signal"] = [f"{tag}ready{b}_{u}" for u, _ in units]
-        last = q == len(starts) - 1
-        for unit, mine in units:
-            for i, (g, r) in enumerate(mine):
-                item = core.add(unit, {"op": "matmul", "a": a_lx + r * STICK_BYTES, "a_k_stride": rows,
-                                       "a_row_stride": 1, "b": b_lx + g * chunk * 64 * STICK_BYTES,
-                                       "c": c_lx + (g * rows + r) * STICK_BYTES, "k": k_rows,
-                                       "rows": min(rows_per_pass, rows - r), "accumulate": q > 0})
-                if i == 0:
-                    item["wait"] = [f"{tag}ready{b}_{unit}"]
-                if i == len(mine) - 1 and (last or q + 2 < len(starts)):
-                    item["signal"] = [f"{tag}done_{unit}" if last else f"{tag}free{b}_{unit}"]
-    stores = [item for g in range(groups)
-              for item in core.dma("store", c_name, ops.c(g0 + g, m0, rows), c_lx + g * rows * STICK_BYTES)]
-    stores[0]["wait"] = [f"{tag}done_{u}" for u, _ in units]
-    stores[-1]["signal"] = [f"{tag}stored"]
+                 for item in _load(core, ops.names[0], ops.a(s0 + s, m0, rows), a_lx + s * plan.rows * STICK_BYTES,
+                                   piece.a_feed)]
+        _handshake(plan, n, f"A{core.core}", loads, piece.a_feed, list(by_unit))
+    if piece.b_feed:
+        loads = [item for g in range(groups)
+                 for item in _load(core, ops.names[1], ops.b(g0 + g, s0 * 64, k_rows),
+                                   b_lx + g * plan.chunk * 64 * STICK_BYTES, piece.b_feed)]
+        _handshake(plan, n, f"B{core.core}", loads, piece.b_feed, list(by_unit))
+    work: dict[str, list[Item]] = {}
+    for unit, mine in by_unit.items():
+        work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + r * STICK_BYTES, "a_k_stride": plan.rows,
+                                      "a_row_stride": 1, "b": b_lx + g * plan.chunk * 64 * STICK_BYTES,
+                                      "c": plan.c_lx + (g * rows + r) * STICK_BYTES, "k": k_rows,
+                                      "rows": min(plan.rows_per_pass, rows - r), "accumulate": s0 > piece.k[0]})
+                      for g, r in mine]
+        operands = (f"A{piece.a_from}", f"B{piece.b_from}")
+        work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in operands]
+        work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in operands]
+    return work
+
+
+def _load(core: CoreStreams, tensor: str, runs: Runs, lx: int, feed: tuple[int, ...]) -> list[Item]:
+    items = core.dma("load", tensor, runs, lx)
+    if feed != (core.core,):
+        for item in items:
+            item["to"] = list(feed)
+    return items
+
+
+def _handshake(plan: Plan, n: int, src: str, loads: list[Item], feed: tuple[int, ...], units: list[str]) -> None:
+    """The loads ``src`` (operand and loading core) issues for chunk ``n`` tell every fed core's PT
+    units that their data is in, and wait until those units are done with chunk n - 2 (same buffers)."""
+    loads[-1].setdefault("signal", []).extend(_token(plan, n, src, ">", c, u) for c in feed for u in units)
+    if n >= 2:
+        loads[0].setdefault("wait", []).extend(_token(plan, n - 2, src, "<", c, u) for c in feed for u in units)
+
+
+def _token(plan: Plan, n: int, src: str, way: str, core: int, unit: str) -> str:
+    """Chunk ``n``'s handshake between the loads of ``src`` and a PT unit: ``>`` data in, ``<`` done."""
+    return f"{plan.kernel}q{n}.{src}{way}c{core}.{unit}"
+
+
+def _link(producer: Item, consumer: Item, token: str) -> None:
+    producer.setdefault("signal", []).append(token)
+    consumer.setdefault("wait", []).append(token)
+
+
+def _by_unit(passes: list[tuple[int, int]]) -> dict[str, list[tuple[int, int]]]:
+    return {u: mine for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if mine}
 
 
 def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
@@ -138,35 +211,40 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         raise ProgramError(f"expected A ([X,] M, K) @ B ([X,] K, N) -> C ([X,] M, N) with dims [x=X,] mb=M, in=K, "
                            f"out=N; got A {list(a.shape)}, B {list(b.shape)}, C {list(c.shape)}, dims {kernel.dims}",
                            src, where + ".dims")
-    if kernel.slices["in"] != 1:
-        raise ProgramError("splitting the reduced dim 'in' over cores is not lowered yet", src,
-                           where + ".work_division.in")
+    k_sticks = -(-k // 64)
     dims = (["x"] if batched else []) + ["mb", "out"]
-    div = division(kernel, dims)
-    check_division(c, div, src, where + ".work_division")
-    units = {"x": a.shape[0] if batched else 1, "mb": m, "out": -(-n // 64)}  # batches, rows, column groups
-    bounds = {d: div.bounds(dims.index(d), units[d]) if d in dims else np.array([0, 1]) for d in units}
-    most = {d: int(np.diff(b).max()) for d, b in bounds.items()}
-    block = column_block(-(-k // 64), most["mb"], most["out"], lx_sticks)
+    div = division(kernel, [*dims, "in"])
+    check_division(c, division(kernel, dims), src, where + ".work_division")
+    units = {"x": a.shape[0] if batched else 1, "mb": m, "out": -(-n // 64), "in": k_sticks}
+    split = kernel.slices["in"]
+    if (k_sticks < split) if kernel.uneven else (k_sticks % split):
+        raise ProgramError(f"K ({k_sticks} sticks) does not split into {kernel.slices['in']} whole-stick slices",
+                           src, where + ".work_division.in")
+    order = [*dims, "in"]
+    bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
+    most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
+    block = column_block(most["in"], most["mb"], most["out"], lx_sticks, split)
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
+    chunk = target.stepper(kernel)(most["in"], tile_chunk(most["in"], most["mb"], block, lx_sticks, split))
+    plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, machine.pt.rows_per_pass, None)
+    if split > 1:
+        tile = most["mb"] * block
+        plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
+    shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
-    shares = {}
+    return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c)) for p in shared}
+
+
+def _pieces(kernel: Kernel, bounds: dict[str, np.ndarray], batched: bool) -> list[Piece]:
+    """Each working core's batches, rows, column groups and K sticks."""
+    pieces = []
     for core in range(kernel.cores):
         index = slice_index(kernel.slices, core)
-        (x0, x1), (m0, m1), (g0, g1) = ((int(bounds[d][index.get(d, 0)]), int(bounds[d][index.get(d, 0) + 1]))
-                                        for d in ("x", "mb", "out"))
-        if x1 == x0 or m1 == m0 or g1 == g0:
-            continue
-        batches = list(range(x0, x1)) if batched else [None]
-        shares[core] = partial(lower_matmul, operands=[Operands(names, (a, b, c), x) for x in batches], k=k,
-                               m_block=(m0, m1 - m0), n_groups=(g0, g1 - g0), block=block, lx_sticks=lx_sticks,
-                               rows_per_pass=machine.pt.rows_per_pass, step=target.stepper(kernel))
-    return shares
-
-
-def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int) -> int:
-    """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
-    fits = [g for g in range(1, groups + 1) if tile_chunk(k_sticks, rows, g, lx_sticks) >= min(8, k_sticks)]
-    return fits[-1] if fits else 0
+        (x0, x1), (m0, m1), (g0, g1), (k0, k1) = (
+            (int(bounds[d][index.get(d, 0)]), int(bounds[d][index.get(d, 0) + 1])) for d in ("x", "mb", "out", "in"))
+        if x1 > x0 and m1 > m0 and g1 > g0 and k1 > k0:
+            pieces.append(Piece(core, tuple(range(x0, x1)) if batched else (None,), (m0, m1 - m0), (g0, g1 - g0),
+                                (k0, k1 - k0)))
+    return pieces

@@ -9,9 +9,9 @@ from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
 
 
-def _program(tmp_path, m, k, n, sm, sn, dims_order=("mb", "in", "out")):
+def _program(tmp_path, m, k, n, sm, sn, dims_order=("mb", "in", "out"), sk=1):
     sizes = {"mb": m, "in": k, "out": n}
-    slices = {"mb": sm, "in": 1, "out": sn}
+    slices = {"mb": sm, "in": sk, "out": sn}
     tensors = {"A": {"shape": [m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
                "B": {"shape": [k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
                "C": {"shape": [m, n], "dtype": "fp16", "role": "output"}}
@@ -55,13 +55,35 @@ def test_never_beats_the_pt_peak(tmp_path, spyre):
     assert m * k * n / (cycles * sm * sn) <= 2 * spyre.pt.macs_per_cycle("fp16")
 
 
-def test_split_k_is_refused(tmp_path, spyre):
-    path, _ = _program(tmp_path, 64, 128, 64, 1, 1)
-    data = json.loads(path.read_text())
-    data["kernels"][0]["work_division"]["in"] = 2
-    path.write_text(json.dumps(data))
-    with pytest.raises(ProgramError, match="reduced dim 'in'"):
+@pytest.mark.parametrize(("m", "k", "n", "sm", "sn", "sk"), [
+    (64, 256, 128, 1, 1, 2),     # two halves of K reduced over the ring
+    (64, 512, 256, 2, 2, 8),     # 32 cores, K groups of 8 with A and B shared
+    (16, 1024, 3840, 1, 1, 4),   # several column tiles, each reduced in turn
+    (24, 320, 64, 1, 1, 4),      # 3 passes of rows, 5 K sticks: uneven pieces of an uneven K
+])
+def test_split_k_values_match_numpy(tmp_path, spyre, m, k, n, sm, sn, sk):
+    path, want = _program(tmp_path, m, k, n, sm, sn, sk=sk)
+    if k // 64 % sk:
+        data = json.loads(path.read_text())
+        data["kernels"][0]["uneven"] = True
+        path.write_text(json.dumps(data))
+    got = run(load(path, spyre), spyre, functional=True).outputs["C"]
+    scale = np.sqrt(k)
+    np.testing.assert_allclose(got.astype(np.float32) / scale, want / scale, rtol=1e-2, atol=1e-2)
+
+
+def test_split_k_needs_whole_sticks(tmp_path, spyre):
+    path, _ = _program(tmp_path, 64, 192, 64, 1, 1, sk=2)
+    with pytest.raises(ProgramError, match=r"K \(3 sticks\) does not split into 2"):
         load(path, spyre)
+
+
+def test_shared_operands_cross_dram_once(tmp_path, spyre):
+    """A (8, 4) division reads A and B once each: B's column blocks go to 8 cores, A's rows to 4."""
+    m, k, n = 512, 256, 512
+    path, _ = _program(tmp_path, m, k, n, 8, 4)
+    report = run(load(path, spyre), spyre).report.data
+    assert report["dram"]["read_bytes"] == 2 * (m * k + k * n)
 
 
 @pytest.mark.parametrize(("x", "sx", "sm"), [(8, 8, 1), (4, 2, 2), (3, 1, 1)])

@@ -1,21 +1,20 @@
-"""DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM queues.
+"""DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM
+queues.
 
-Timing contract: bursts of at most ``max_burst_bytes`` that do not cross a burst boundary,
-split at channel interleave boundaries into requests; at most ``max_inflight_bytes``
-outstanding per unit. Reads: the request reaches its memory controller after one hop
-latency per hop (requests use no link), waits in the channel's queue, and each stick
-leaves the controller when its data is out, crosses the ring and is written by the unit's
-LX port one per port cycle; the load ends the cycle after its last write. A multicast load
+Timing contract: bursts of at most ``max_burst_bytes`` that do not cross a burst boundary (nor the
+end of a piece of a strided load or store), split at channel interleave boundaries into requests;
+at most ``max_inflight_bytes`` outstanding per unit. Reads: the request reaches its memory
+controller after one hop latency per hop (requests use no link), waits in the channel's queue, and
+each stick leaves the controller when its data is out, crosses the ring and is written by the
+unit's LX port one per port cycle; the load ends the cycle after its last write. A multicast load
 (``to``: several cores, one DRAM read) sends each stick out of the controller once per ring
-direction that has destinations; the copy is written by each destination's ring receive port
-(one per cycle) as it passes and ends at the farthest. Its in-flight budget counts copies:
-``max_inflight_bytes`` per destination. Writes: sticks
-leave the LX port one per port cycle, cross the ring, and a request joins the channel's
-write queue when its sticks are all at the controller; the store ends when its last
-write's data is in DRAM. Sends: sticks leave one per cycle, cross the ring and are written
-by the receiving core's ring port one per cycle. The PCIe unit is a DMA unit whose port
-moves a stick every ~2.3 cycles (``pcie_interval_fp``), after a fixed latency.
-"""
+direction that has destinations; the copy is written by each destination's ring receive port (one
+per cycle) as it passes and ends at the farthest. Its in-flight budget counts copies:
+``max_inflight_bytes`` per destination. Writes: sticks leave the LX port one per port cycle, cross
+the ring, and a request joins the channel's write queue when its sticks are all at the controller;
+the store ends when its last write's data is in DRAM. Sends: sticks leave one per cycle, cross the
+ring and are written by the receiving core's ring port one per cycle. The PCIe unit is a DMA unit
+whose port moves a stick every ~2.3 cycles (``pcie_interval_fp``), after a fixed latency."""
 
 from numba import njit
 
@@ -33,6 +32,7 @@ def start_dma_nb(st, u, i, t):
     ins, us = st[L.ST_INS], st[L.ST_US]
     us[u, L.U_ADDR] = ins[i, L.I_A0]
     us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
+    us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
     us[u, L.U_INFLIGHT] = 0
     us[u, L.U_LEFT] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
     us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
@@ -53,20 +53,37 @@ def _port_nb(port, index, interval, t):
     return (free_fp + L.FP_ONE - 1) // L.FP_ONE
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _free_slot_nb(chunk, u, number, slots):
+    """A free request slot of unit ``u``, looking from ``number``'s. Requests are served out of order
+    (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
+    each of a stick or more, fit in the in-flight budget, so a free one exists."""
+    for j in range(slots):
+        k = u * slots + (number + j) % slots
+        if chunk[k, L.K_STICKS] == 0:
+            return k
+    return -1
+
+
 @njit(cache=True, _nrt=False)
 def issue_nb(st, u, t):
     """Issue the L.DMA's next bursts while its in-flight budget allows."""
     ins, us, cfg, chunk, chan_stop = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
-    op, copies = ins[us[u, L.U_PC], L.I_OP], _copies_nb(ins, us[u, L.U_PC])
+    i = us[u, L.U_PC]
+    op, copies = ins[i, L.I_OP], _copies_nb(ins, i)
     ok = True
     while us[u, L.U_ISSUE_LEFT] > 0:
         addr = us[u, L.U_ADDR]
-        burst = min(us[u, L.U_ISSUE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
+        burst = min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
         if us[u, L.U_INFLIGHT] + burst * copies > cfg[L.C_INFLIGHT] * copies:
             break
         us[u, L.U_INFLIGHT] += burst * copies
         us[u, L.U_ISSUE_LEFT] -= burst
         us[u, L.U_ADDR] += burst
+        us[u, L.U_PIECE_LEFT] -= burst
+        if us[u, L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer
+            us[u, L.U_ADDR] += ins[i, L.I_A6] - ins[i, L.I_A5]
+            us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
         if op == L.OP_SEND:
             for _ in range(burst // STICK):
                 d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
@@ -77,8 +94,7 @@ def issue_nb(st, u, t):
         while a < addr + burst:
             n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - a % cfg[L.C_INTERLEAVE]) // STICK
             mc = chan_stop[channel_of_nb(cfg, a)]
-            slots = cfg[L.C_INFLIGHT] // STICK
-            k = u * slots + us[u, L.U_CHUNK] % slots
+            k = _free_slot_nb(chunk, u, us[u, L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
             us[u, L.U_CHUNK] += 1
             chunk[k, L.K_ADDR] = a
             chunk[k, L.K_STICKS] = n
@@ -132,6 +148,7 @@ def channel_nb(st, c, t):
         return True
     u, sticks = chunk[k, L.K_UNIT], chunk[k, L.K_STICKS]
     data = serve_nb(cfg, ch, bank, chunk[k, L.K_ADDR], sticks, is_write, t)
+    chunk[k, L.K_STICKS] = 0  # the slot is free again
     us[u, L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
     ok = True
     if is_write:

@@ -17,7 +17,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
-from ..unit_program.model import matmul_a_sticks
+from ..unit_program.model import dram_pieces, matmul_a_sticks
 from ..unit_program.opcodes import SFU_OPERANDS, SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
@@ -94,11 +94,12 @@ def _apply(card: Card, ins: Instruction) -> bool:
     """Apply one instruction; False if its input FIFO does not yet hold enough sticks."""
     a, lx = ins.args, card.lx_of(ins.core) if ins.core >= 0 else None
     if ins.op == "load":
-        data = card.dram.read(a["dram"], a["bytes"])
+        data = np.concatenate([card.dram.read(addr, n) for addr, n in dram_pieces(a)])
         for core in a.get("to", [ins.core]):
             card.lx_of(core)[a["lx"]:a["lx"] + a["bytes"]] = data
     elif ins.op == "store":
-        card.dram.write(a["dram"], lx[a["lx"]:a["lx"] + a["bytes"]].copy())
+        for i, (addr, n) in enumerate(dram_pieces(a)):
+            card.dram.write(addr, lx[a["lx"] + i * n:a["lx"] + (i + 1) * n].copy())
     elif ins.op == "send":
         card.lx_of(a["to_core"])[a["to_lx"]:a["to_lx"] + a["bytes"]] = lx[a["lx"]:a["lx"] + a["bytes"]]
     elif ins.op == "lx2fifo":

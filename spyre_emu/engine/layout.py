@@ -6,7 +6,8 @@ which numba freezes at compile time; the cache is keyed on these sources.
 """
 
 # Instruction table ``ins[i, :]``. A load's I_A3 is its multicast mask (bit s: ring stop s gets a
-# copy; 0: its own core) and I_A4 its number of destinations (0 for a plain load).
+# copy; 0: its own core) and I_A4 its number of destinations (0 for a plain load); a DMA's I_A5 is its
+# piece size and I_A6 the DRAM stride between pieces (strided loads and stores; else one piece).
 I_OP, I_UNIT, I_A0, I_A1, I_A2, I_A3, I_A4, I_A5, I_A6, I_DUR, I_W0, I_W1, I_S0, I_S1 = range(14)
 I_COLS = 14
 
@@ -17,9 +18,9 @@ OP_LOAD, OP_STORE, OP_SEND, OP_LX2FIFO, OP_FIFO2LX, OP_MATMUL, OP_SFU, OP_H2D, O
 # and the unit's statistics (the last columns, copied into the event log).
 (U_PC, U_END, U_BUSY, U_STOP, U_CORE, U_CORELET, U_PORT_FP, U_INTERVAL_FP,
  U_WAITTOK, U_WAITSINCE, U_BLOCK, U_BLOCKSINCE,
- U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK,
- S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(25)
-U_COLS = 25
+ U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK, U_PIECE_LEFT,
+ S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(26)
+U_COLS = 26
 STAT_FIRST = S_BUSY
 
 # Block reasons of a streaming unit.
@@ -52,7 +53,7 @@ L_FREE, L_STICKS, L_WAIT = range(3)
 L_COLS = 3
 
 # DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
-# (writes), address, size, issuing unit, next request in its channel queue.
+# (writes), address, size (0: a free slot), issuing unit, next request in its channel queue.
 K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT = range(5)
 K_COLS = 5
 

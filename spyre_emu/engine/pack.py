@@ -106,6 +106,8 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     row[L.I_OP] = op
     if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
         row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["dram"], a.get("lx", 0), a["bytes"]
+        row[L.I_A5] = a.get("piece", a["bytes"])
+        row[L.I_A6] = a.get("stride", row[L.I_A5])
         row[L.I_DUR] = machine.pcie.latency_cycles if op in (Op.H2D, Op.D2H) else 0
         if "to" in a:
             row[L.I_A3] = sum(1 << machine.stop_of(f"core{c}") for c in a["to"])
@@ -113,6 +115,7 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     elif op == Op.SEND:
         row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["lx"], a["to_core"], a["bytes"]
         row[L.I_A3] = machine.stop_of(f"core{a['to_core']}")
+        row[L.I_A5] = row[L.I_A6] = a["bytes"]  # one piece
     elif op in (Op.LX2FIFO, Op.FIFO2LX):
         row[L.I_A4] = a["bytes"] // STICK_BYTES
     else:

@@ -17,6 +17,7 @@ from ..kernel_program import KernelProgram, device_bytes
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
+from ..unit_program.model import dram_span
 from .lx import plan_lx
 from .matmul import plan_matmul
 from .pointwise import plan_pointwise
@@ -131,7 +132,7 @@ def _check_spans(added: dict[int, dict[str, list[Item]]], kernel: Kernel, source
                 name, _, offset = item["dram"].partition("+")
                 lo_hi = spans.setdefault(name, [int(offset), 0])
                 lo_hi[0] = min(lo_hi[0], int(offset))
-                lo_hi[1] = max(lo_hi[1], int(offset) + item["bytes"])
+                lo_hi[1] = max(lo_hi[1], int(offset) + dram_span(item))
         for name, (lo, hi) in spans.items():
             if hi - lo > MAX_SPAN_BYTES:
                 raise ProgramError(f"core {c} would span {hi - lo} B of tensor {name!r}; at most "

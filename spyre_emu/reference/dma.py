@@ -1,9 +1,9 @@
 """DMA units (load, store, send; the host's PCIe unit): bursts, the in-flight budget, ports.
 
-A transfer is cut into bursts of at most ``max_burst_bytes`` that never cross a multiple of
-it, issued in order while the unit's outstanding bytes stay within ``max_inflight_bytes``;
-more issue as sticks are delivered. A burst on DRAM is cut again at ``interleave_bytes``
-boundaries into requests, one per channel visit.
+A transfer (a strided load or store: each of its pieces) is cut into bursts of at most
+``max_burst_bytes`` that never cross a multiple of it, issued in order while the unit's
+outstanding bytes stay within ``max_inflight_bytes``; more issue as sticks are delivered. A burst
+on DRAM is cut again at ``interleave_bytes`` boundaries into requests, one per channel visit.
 
 - read (load, d2h): a request reaches its controller one hop latency per ring hop after
   issue (requests use no link); when served, stick s leaves the controller ``(s + 1) *
@@ -18,8 +18,8 @@ boundaries into requests, one per channel visit.
   passes. The budget counts copies (``max_inflight_bytes`` per destination).
 
 A stick is delivered when it reaches its destination stop (a write request when its data is
-written); the instruction ends the cycle after its last LX write (writes: when the last
-request's data is in DRAM). The PCIe unit issues its first bursts ``latency_cycles`` late.
+written); the instruction ends the cycle after its last LX write (writes: when the last request's
+data is in DRAM). The PCIe unit issues its first bursts ``latency_cycles`` late.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class DmaUnit:
         # The transfer under way: its op, where issue has got to, bytes outstanding, sticks to deliver.
         self.op, self.to_core, self.to = "", -1, ()
         self.addr = self.to_issue = self.inflight = self.left = 0
+        self.piece = self.stride = self.piece_left = 0
         self.finished = Wake(self.env)
 
     def run(self, ins: Instruction) -> Generator:
@@ -65,6 +66,8 @@ class DmaUnit:
         a = ins.args
         self.op, self.to_core, self.to = ins.op, a.get("to_core", -1), tuple(a.get("to", ()))
         self.addr = a["lx"] if ins.op == "send" else a["dram"]
+        self.piece = self.piece_left = a.get("piece", a["bytes"])
+        self.stride = a.get("stride", self.piece)
         self.to_issue, self.inflight, self.left = a["bytes"], 0, a["bytes"] // STICK_BYTES * self.copies
         self.finished = Wake(self.env)
         self._issue(self.env.now + self.latency)
@@ -79,7 +82,7 @@ class DmaUnit:
         machine = self.fabric.machine
         burst_bytes, budget = machine.dma.max_burst_bytes, machine.dma.max_inflight_bytes
         while self.to_issue:
-            burst = min(self.to_issue, burst_bytes - self.addr % burst_bytes)
+            burst = min(self.piece_left, burst_bytes - self.addr % burst_bytes)
             if self.inflight + burst * self.copies > budget * self.copies:
                 return
             self.inflight += burst * self.copies
@@ -90,6 +93,10 @@ class DmaUnit:
                 self._issue_requests(self.addr, burst, cycle)
             self.addr += burst
             self.to_issue -= burst
+            self.piece_left -= burst
+            if not self.piece_left:  # a strided transfer's next piece
+                self.addr += self.stride - self.piece
+                self.piece_left = self.piece
 
     def _issue_requests(self, addr: int, nbytes: int, cycle: int) -> None:
         d = self.fabric.machine.dram

@@ -22,7 +22,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..unit_program import Instruction
-from ..unit_program.model import matmul_a_sticks
+from ..unit_program.model import dram_pieces, matmul_a_sticks
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 
 READS_DRAM = {"load", "d2h"}
@@ -95,7 +95,7 @@ class _Geometry:
 
     def _dram_ends(self, ins: Instruction) -> list[tuple[int, int, int]]:
         """(from stop, to stop, sticks) for each channel the transfer touches."""
-        addrs = np.arange(int(ins.args["dram"]), int(ins.args["dram"]) + int(ins.args["bytes"]), STICK_BYTES)
+        addrs = np.concatenate([np.arange(addr, addr + n, STICK_BYTES) for addr, n in dram_pieces(ins.args)])
         per_channel = np.bincount((addrs // self.interleave) % self.channels, minlength=self.channels)
         unit = self.unit_stop(ins)
         ends = []

@@ -17,7 +17,7 @@ import jsonschema
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
-from .model import HOST_CORE, Buffer, Instruction, UnitProgram, matmul_a_sticks
+from .model import HOST_CORE, Buffer, Instruction, UnitProgram, dram_span, matmul_a_sticks
 from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPERANDS, SFU_OPS, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
@@ -259,8 +259,10 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note", "kernel")}
         if "to" in args:
             args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
+        if "piece" in args or "stride" in args:
+            _check_pieces(args, path, source)
         if "dram" in args:
-            args["dram"] = _resolve_dram(args["dram"], args["bytes"], buffers, machine, source, path)
+            args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, path)
         ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
                           tuple(item.get("signal", ())), path, item.get("kernel", ""))
         _check_regions(ins, machine, source)
@@ -342,6 +344,20 @@ def _check_regions(ins: Instruction, machine: Machine, source: str) -> None:
         _check_lx(ins.path + ".to_lx", a["to_lx"], a["bytes"], machine, source)
     for field, offset, nbytes in lx_regions(ins, machine):
         _check_lx(f"{ins.path}.{field}", offset, nbytes, machine, source)
+
+
+def _check_pieces(a: dict[str, Any], path: str, source: str) -> None:
+    """A strided load or store: whole-stick pieces that divide its bytes, no two overlapping."""
+    for field, other in (("piece", "stride"), ("stride", "piece")):
+        if field not in a:
+            raise ProgramError(f"a strided transfer needs both piece and stride; {other} alone given", source,
+                               path)
+    if a["piece"] % STICK_BYTES or a["bytes"] % a["piece"]:
+        raise ProgramError(f"must be whole {STICK_BYTES} B sticks that divide bytes ({a['bytes']})", source,
+                           path + ".piece")
+    if a["stride"] < a["piece"] or a["stride"] % STICK_BYTES:
+        raise ProgramError(f"must be whole {STICK_BYTES} B sticks, at least piece ({a['piece']})", source,
+                           path + ".stride")
 
 
 def _check_multicast(ins: Instruction, machine: Machine, source: str) -> None:

@@ -56,6 +56,20 @@ class UnitProgram:
         return [ins for stream in self.streams.values() for ins in stream]
 
 
+def dram_pieces(args: dict) -> list[tuple[int, int]]:
+    """(DRAM address, bytes) of each piece a DMA moves: one, or ``bytes / piece`` pieces ``stride`` apart
+    (a strided descriptor); LX holds them one after another."""
+    total, piece = args["bytes"], args.get("piece", args["bytes"])
+    stride = args.get("stride", piece)
+    return [(args["dram"] + i * stride, piece) for i in range(total // piece)]
+
+
+def dram_span(args: dict) -> int:
+    """Bytes from a DMA's first DRAM byte to its last."""
+    total, piece = args["bytes"], args.get("piece", args["bytes"])
+    return (total // piece - 1) * args.get("stride", piece) + piece
+
+
 def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:
     """(sticks per A row, sticks between a row's consecutive k-sticks, sticks between rows).
 

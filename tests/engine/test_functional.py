@@ -164,6 +164,22 @@ def test_ring_send_moves_bytes(tmp_path, tiny):
     np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], x)
 
 
+def test_strided_and_multicast_loads_move_bytes(tmp_path, tiny):
+    """Rows 0, 2, 4, 6 of x by one strided load into cores 1 and 2, each stored back strided into y's
+    odd rows; y's even rows stay zero."""
+    x = np.arange(8 * 64, dtype=np.float16).reshape(8, 64)
+    strided = {"bytes": 4 * STICK, "piece": STICK, "stride": 2 * STICK}
+    cores = {0: {"load": [{"op": "load", "dram": "x", "lx": 0, "to": [1, 2], **strided, "signal": ["a", "b"]}]},
+             1: {"store": [{"op": "store", "lx": 0, "dram": f"y+{STICK}", **strided, "wait": ["a"]}]},
+             2: {"store": [{"op": "store", "lx": 0, "dram": f"z+{STICK}", **strided, "wait": ["b"]}]}}
+    data = program(cores, {"x": _buf(x), "y": _buf(x, output="y.npy"), "z": _buf(x, output="z.npy")})
+    out = _run(tmp_path, tiny, data, {"x": x})
+    want = np.zeros_like(x)
+    want[1::2] = x[0::2]
+    np.testing.assert_array_equal(out["y"], want)
+    np.testing.assert_array_equal(out["z"], want)
+
+
 def _examples_module():
     spec = importlib.util.spec_from_file_location("make_programs", ROOT / "examples" / "make_programs.py")
     module = importlib.util.module_from_spec(spec)

@@ -48,6 +48,7 @@ def _step(machine: Machine, cores: list[int]) -> st.SearchStrategy[Step]:
         st.builds(_host, st.sampled_from(["h2d", "d2h"]), _dram(machine), _sticks(machine)),
         st.builds(_send, st.just(machine), core, st.data(), _sticks(machine)),
         st.builds(_multicast, st.just(machine), core, st.data(), _dram(machine), _sticks(machine)),
+        st.builds(_strided, core, st.sampled_from(["load", "store"]), st.data(), _dram(machine)),
         st.builds(_matmul, st.just(machine), core, corelet, st.data()),
         st.builds(_sfu_lx, core, corelet, st.data()),
         st.builds(_fifo_group, core, corelet, st.data(), st.sampled_from(["through", "in", "out"])),
@@ -88,6 +89,14 @@ def _multicast(machine: Machine, core: int, data: st.DataObject, dram: int, stic
     most = min(machine.cores.count, machine.dma.multicast_max_cores)
     to = data.draw(st.lists(st.integers(0, machine.cores.count - 1), min_size=1, max_size=most, unique=True))
     return [(core, "load", {"op": "load", "dram": dram, "lx": 0, "to": to, "bytes": sticks * STICK_BYTES})]
+
+
+def _strided(core: int, op: str, data: st.DataObject, dram: int) -> Step:
+    """A strided descriptor: pieces of a few sticks, some stride apart (gaps of 0 to 40 sticks)."""
+    piece, pieces = data.draw(st.integers(1, 8)), data.draw(st.integers(1, 40))
+    ins = {"op": op, "dram": dram, "lx": 0 if op == "load" else LX_OUT, "bytes": piece * pieces * STICK_BYTES,
+           "piece": piece * STICK_BYTES, "stride": (piece + data.draw(st.integers(0, 40))) * STICK_BYTES}
+    return [(core, op, ins)]
 
 
 def _matmul(machine: Machine, core: int, corelet: int, data: st.DataObject) -> Step:

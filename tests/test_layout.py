@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spyre_emu"
 MAX_LINES = 400
 # A stage may import only what is at or below it on the path (and the shared leaves).
-ORDER = ["errors", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
+ORDER = ["errors", "files", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
          "results", "host_data", "pipeline", "gemm",
          "validate", "cli"]
 

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import ProgramError, SpyreEmuError
+from ..files import program_input
 from ..unit_program.load import StrictValidator, json_path, read_json
 from .layout import TensorLayout, check_layout, default_layout
 from .model import Kernel, KernelProgram, Tensor
@@ -62,8 +63,9 @@ def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:
                                f"{where}.{field}")
         if spec.get(field, 0) % 128:
             raise ProgramError(f"{field} {spec[field]} is not a multiple of 128 B", source, f"{where}.{field}")
-    return Tensor(name, layout, spec["role"], space, base / spec["data"] if "data" in spec else None,
-                  spec.get("init", "zeros"), spec.get("dram_address"), spec.get("lx_offset"))
+    data = program_input(base, spec["data"], source, where + ".data") if "data" in spec else None
+    return Tensor(name, layout, spec["role"], space, data, spec.get("init", "zeros"), spec.get("dram_address"),
+                  spec.get("lx_offset"))
 
 
 def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: str) -> Kernel:

@@ -37,6 +37,7 @@ def parse_kernel_program(data: Any, source: str = "<program>") -> KernelProgram:
     base = Path(source).parent
     tensors = {name: _tensor(name, spec, base, source) for name, spec in data["tensors"].items()}
     kernels = tuple(_kernel(i, spec, tensors, source) for i, spec in enumerate(data["kernels"]))
+    _check_names(kernels, source)
     _check_order(tensors, kernels, source)
     return KernelProgram(source, tensors, kernels, data.get("host_transfers", False))
 
@@ -102,6 +103,16 @@ def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, Any]:
 
 def _kind(value: Any) -> str:
     return "bool" if isinstance(value, bool) else "list" if isinstance(value, list) else "number"
+
+
+def _check_names(kernels: tuple[Kernel, ...], source: str) -> None:
+    """Reports, compare and check key kernels by name: a second kernel of the same name would vanish into the first."""
+    first: dict[str, str] = {}
+    for kernel in kernels:
+        if kernel.name in first:
+            raise ProgramError(f"kernel name {kernel.name!r} is already used by {first[kernel.name]}", source,
+                               kernel.path + ".name")
+        first[kernel.name] = kernel.path
 
 
 def _check_order(tensors: dict[str, Tensor], kernels: tuple[Kernel, ...], source: str) -> None:

@@ -33,6 +33,7 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     for key in raw:
         if key not in known:
             raise ConfigError(f"unknown option (known: {', '.join(known)})", None, f"options.{key}")
+    _check(raw, "set", isinstance(raw.get("set"), str | list | tuple), "must be KEY=VALUE strings")
     if "set" in raw:
         raw["set"] = tuple([raw["set"]] if isinstance(raw["set"], str) else raw["set"])
     _check(raw, "functional", isinstance(raw.get("functional"), bool), "must be true or false")

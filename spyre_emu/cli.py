@@ -8,19 +8,14 @@ after the run succeeded: all to temporary files first, then each renamed into pl
 from __future__ import annotations
 
 import argparse
-import errno
 import json
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
-
-import numpy as np
 
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
+from .files import replace_tree, write_all
 from .gemm import run_gemm
 from .kernel_program import import_sdsc
 from .pipeline import load, run
@@ -134,57 +129,9 @@ def _make_dir(path: Path) -> None:
         raise SpyreEmuError(f"cannot create: {exc.strerror}", str(path)) from None
 
 
-def _write_all(outputs: list[tuple[Path, object]]) -> None:
-    """Write every output to a temporary file beside it, then rename them all into place.
-
-    A path that cannot be written fails the run before any output file appears.
-    """
-    staged: list[tuple[str, Path]] = []
-    path = None
-    try:
-        for path, payload in outputs:
-            if path.is_dir():
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-            staged.append((tmp, path))
-            with os.fdopen(fd, "wb") as handle:
-                if isinstance(payload, bytes):
-                    handle.write(payload)
-                else:
-                    np.save(handle, payload, allow_pickle=False)
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except OSError as exc:
-        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
-    finally:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-
-
 def _ideal_cycles_dir(trace: Path) -> Path:
     """Beside the trace: run.json -> run_ideal_cycles/ (acelyzer -i run.json -c run_ideal_cycles)."""
     return trace.with_name(trace.stem + "_ideal_cycles")
-
-
-def _replace_tree(path: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` (relative paths) into a fresh folder beside ``path``, then swap it in whole."""
-    fresh = None
-    try:
-        fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-        for rel, payload in files.items():
-            (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
-            (fresh / rel).write_bytes(payload)
-        old = path.with_name(f".{path.name}.old")
-        shutil.rmtree(old, ignore_errors=True)  # left by an interrupted run
-        if path.exists():
-            path.rename(old)
-        fresh.rename(path)
-        shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
-        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
-    finally:
-        if fresh is not None:
-            shutil.rmtree(fresh, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -206,9 +153,9 @@ def _run(args: argparse.Namespace) -> None:
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
     if result.outputs:
         _make_dir(Path(args.output_dir))
-    _write_all(outputs)
+    write_all(outputs)
     if args.trace:
-        _replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
+        replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
     if not args.quiet:
         sys.stdout.write(result.report.to_text())
 
@@ -226,7 +173,7 @@ def _check(args: argparse.Namespace) -> int:
     machine = load_machine(args.config, args.set)
     report = run(load(args.program, machine), machine).report
     if args.json:
-        _write_all([(Path(args.json), report.to_json().encode())])
+        write_all([(Path(args.json), report.to_json().encode())])
     rows = compare(baseline, report.data)
     sys.stdout.write(render(rows, limit))
     if any(r.change_pct is not None and r.change_pct < -limit for r in rows):
@@ -239,7 +186,7 @@ def _gemm(args: argparse.Namespace) -> None:
     machine = load_machine(args.config, args.set)
     report = run_gemm(args.m, args.n, args.k, machine, args.dtype, args.cores, **kwargs)
     if args.json:
-        _write_all([(Path(args.json), report.to_json().encode())])
+        write_all([(Path(args.json), report.to_json().encode())])
     if not args.quiet:
         systolic = report.data.get("systolic")
         extra = "" if not systolic else (
@@ -256,14 +203,14 @@ def _validate(args: argparse.Namespace) -> None:
                              progress=lambda stem: print(f"spyre-emu: validate: {stem}", file=sys.stderr))
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config)
-    _write_all([(Path(args.out), text.encode())])
+    write_all([(Path(args.out), text.encode())])
     if not args.quiet:
         sys.stdout.write(text)
 
 
 def _import_sdsc(args: argparse.Namespace) -> None:
     program = import_sdsc(args.directory)
-    _write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
+    write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
 
 
 def _plot(args: argparse.Namespace) -> None:
@@ -274,7 +221,7 @@ def _plot(args: argparse.Namespace) -> None:
         figure = KINDS[args.kind](read_json(Path(args.report)))
     except SpyreEmuError as exc:
         raise SpyreEmuError(exc.message, exc.file or args.report, exc.path) from None
-    _write_all([(Path(args.output), image_bytes(figure, args.output))])
+    write_all([(Path(args.output), image_bytes(figure, args.output))])
 
 
 def one_line(message: str) -> str:

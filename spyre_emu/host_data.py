@@ -14,24 +14,27 @@ import numpy as np
 from .config import DTYPE_BYTES
 from .engine.functional import Card
 from .errors import ProgramError
+from .files import open_regular
 from .kernel_program import Tensor, from_device, to_device
 from .numerics import from_f32, numpy_dtype
 from .unit_program import UnitProgram
 
 Outputs = dict[str, tuple[Path, np.ndarray]]
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def read_npy(path: Path, source: str, where: str) -> np.ndarray:
+    """One .npy array from a regular file (numpy would call any other file "pickled data")."""
     try:
-        array = np.load(path, allow_pickle=False)
+        with open_regular(path) as handle:
+            if handle.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                raise ProgramError(f"input {str(path)!r} is not a .npy file", source, where)
+            handle.seek(0)
+            return np.load(handle, allow_pickle=False)
     except OSError as exc:
         raise ProgramError(f"cannot read input {str(path)!r}: {exc.strerror}", source, where) from None
-    except (ValueError, EOFError) as exc:  # not a .npy file, truncated, or pickled objects
+    except (ValueError, EOFError) as exc:  # truncated, a bad header, or pickled objects
         raise ProgramError(f"cannot read input {str(path)!r}: {exc}", source, where) from None
-    if not isinstance(array, np.ndarray):  # an .npz archive
-        array.close()
-        raise ProgramError(f"input {str(path)!r} is not a single .npy array", source, where)
-    return array
 
 
 def _seeded_randn(name: str, count: int) -> np.ndarray:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -13,6 +15,16 @@ from spyre_emu.unit_program import parse_unit_program
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+
+
+def load_script(path: Path) -> ModuleType:
+    """Import a script (examples/make_programs.py, traces/make_traces.py) as a module without writing
+    bytecode: a __pycache__/ beside it would land in folders that tests compare with their expected listing."""
+    module = ModuleType(path.stem)
+    module.__file__ = str(path)
+    sys.modules[path.stem] = module  # a dataclass in the script looks its module up there
+    exec(compile(path.read_text(encoding="utf-8"), path, "exec"), module.__dict__)
+    return module
 
 
 def program(cores: dict[int, dict], buffers: dict | None = None, host: list | None = None) -> dict:

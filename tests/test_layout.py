@@ -1,14 +1,17 @@
 """Guards on the code's shape: module size, no torch in the simulator, imports go down the path."""
 
 import ast
+import sys
 import tomllib
 from pathlib import Path
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "spyre_emu"
 MAX_LINES = 400
 # A stage may import only what is at or below it on the path (and the shared leaves).
-ORDER = ["errors", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
+ORDER = ["errors", "files", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
          "results", "host_data", "pipeline", "gemm",
          "validate", "cli"]
 
@@ -60,3 +63,13 @@ def test_every_package_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert listed == found | {"spyre_emu.frontend"}
+
+
+def test_loading_a_script_leaves_no_bytecode_beside_it(tmp_path, monkeypatch):
+    """Without PYTHONDONTWRITEBYTECODE (a new user's shell), importing traces/make_traces.py wrote
+    traces/__pycache__/."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    script = tmp_path / "make_things.py"
+    script.write_text("from dataclasses import dataclass\n\n@dataclass\nclass A:\n    x: int\n\nVALUE = A(3).x\n")
+    assert load_script(script).VALUE == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["make_things.py"]

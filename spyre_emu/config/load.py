@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..files import read_bytes
 from .machine import Machine
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "spyre.toml"
@@ -23,7 +24,7 @@ def load_machine(path: str | Path | None = None, overrides: list[str] | tuple[st
     """Load ``path`` (default ``configs/spyre.toml``) with ``KEY=VALUE`` overrides applied."""
     path = Path(path) if path else DEFAULT_CONFIG
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror}", str(path)) from None
     except UnicodeDecodeError as exc:

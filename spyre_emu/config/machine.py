@@ -95,6 +95,8 @@ class PtArray:
                 if not _pow2(n)]
         bad += [(f"lanes.{d}", f"unknown dtype; expected one of {sorted(DTYPE_BYTES)}")
                 for d in self.lanes if d not in DTYPE_BYTES]
+        if "fp16" not in self.lanes and not self.plain:  # the reports' PT ideal cycles count fp16 MACs
+            bad.append(("lanes.fp16", "missing: the PT array's fp16 lanes are required"))
         if self.mode not in PT_MODES:
             bad.append(("mode", f"must be one of {', '.join(PT_MODES)}"))
         if self.dataflow not in DATAFLOWS:

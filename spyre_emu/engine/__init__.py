@@ -6,10 +6,15 @@ the cache directory is keyed on a hash of every engine source file.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numba
 
@@ -22,10 +27,46 @@ def _cache_dir() -> str:
     sources = sorted(Path(__file__).parent.glob("*.py"))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     root = Path(os.environ.get("SPYRE_EMU_CACHE", Path.home() / ".cache" / "spyre-emu"))
-    return str(root / f"numba-{digest}")
+    return _writable(root / f"numba-{digest}")
 
 
-_saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, _cache_dir()
+def _note(message: str) -> None:
+    print(f"spyre-emu: note: {message}", file=sys.stderr)
+
+
+def _writable(folder: Path) -> str:
+    """``folder`` if files can be created in it, else a fresh temporary one (deleted at exit): numba would
+    otherwise fall back to a folder beside the sources, or fail at import where that is read-only too."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return str(folder)
+    except OSError as exc:
+        fresh = tempfile.mkdtemp(prefix="spyre-emu-numba-")
+        atexit.register(shutil.rmtree, fresh, ignore_errors=True)
+        _note(f"cannot write the numba cache {folder} ({exc.strerror}); compiling into {fresh} for this run")
+        return fresh
+
+
+def _recovering(dispatcher: Any) -> Callable[..., Any]:
+    """``dispatcher``, but a first call that fails (a corrupted or truncated cache file: numba unpickles it)
+    empties the cache folder and compiles afresh; a second failure is a real one and propagates."""
+    def call(*args: Any) -> Any:
+        if dispatcher.signatures:
+            return dispatcher(*args)
+        try:
+            return dispatcher(*args)
+        except Exception as exc:  # noqa: BLE001 -- unpickling garbage raises almost anything
+            _note(f"the numba cache {CACHE_DIR} is unreadable ({type(exc).__name__}); compiling afresh")
+            for path in Path(CACHE_DIR).rglob("*"):
+                if path.is_file():
+                    path.unlink(missing_ok=True)
+            return dispatcher(*args)
+    return call
+
+
+CACHE_DIR = _cache_dir()
+_saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, CACHE_DIR
 try:
     from . import layout as L
     from .log import EventLog, make_log
@@ -33,6 +74,7 @@ try:
     from .pack import pack
 finally:
     numba.config.CACHE_DIR = _saved
+run_nb, start_nb = _recovering(run_nb), _recovering(start_nb)
 
 DEFAULT_MAX_CYCLES = 1 << 62
 EVENTS_PER_CALL = 1 << 20  # about 0.1 s of the loop between two progress reports

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 
 from ..errors import ProgramError, SpyreEmuError
+from ..files import program_input
 from ..unit_program.load import StrictValidator, json_path, read_json
 from .layout import TensorLayout, check_layout, default_layout
 from .model import Kernel, KernelProgram, Tensor
@@ -36,6 +37,7 @@ def parse_kernel_program(data: Any, source: str = "<program>") -> KernelProgram:
     base = Path(source).parent
     tensors = {name: _tensor(name, spec, base, source) for name, spec in data["tensors"].items()}
     kernels = tuple(_kernel(i, spec, tensors, source) for i, spec in enumerate(data["kernels"]))
+    _check_names(kernels, source)
     _check_order(tensors, kernels, source)
     return KernelProgram(source, tensors, kernels, data.get("host_transfers", False))
 
@@ -62,8 +64,9 @@ def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:
                                f"{where}.{field}")
         if spec.get(field, 0) % 128:
             raise ProgramError(f"{field} {spec[field]} is not a multiple of 128 B", source, f"{where}.{field}")
-    return Tensor(name, layout, spec["role"], space, base / spec["data"] if "data" in spec else None,
-                  spec.get("init", "zeros"), spec.get("dram_address"), spec.get("lx_offset"))
+    data = program_input(base, spec["data"], source, where + ".data") if "data" in spec else None
+    return Tensor(name, layout, spec["role"], space, data, spec.get("init", "zeros"), spec.get("dram_address"),
+                  spec.get("lx_offset"))
 
 
 def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: str) -> Kernel:
@@ -100,6 +103,16 @@ def _attrs(spec: dict[str, Any], where: str, source: str) -> dict[str, Any]:
 
 def _kind(value: Any) -> str:
     return "bool" if isinstance(value, bool) else "list" if isinstance(value, list) else "number"
+
+
+def _check_names(kernels: tuple[Kernel, ...], source: str) -> None:
+    """Reports, compare and check key kernels by name: a second kernel of the same name would vanish into the first."""
+    first: dict[str, str] = {}
+    for kernel in kernels:
+        if kernel.name in first:
+            raise ProgramError(f"kernel name {kernel.name!r} is already used by {first[kernel.name]}", source,
+                               kernel.path + ".name")
+        first[kernel.name] = kernel.path
 
 
 def _check_order(tensors: dict[str, Tensor], kernels: tuple[Kernel, ...], source: str) -> None:

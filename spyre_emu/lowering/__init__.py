@@ -9,9 +9,10 @@ a core's stores complete in order, so its latest covers all its earlier ones).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from ..config import Machine
+from ..config import DTYPE_BYTES, Machine
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, device_bytes
 from ..kernel_program.model import Kernel
@@ -77,6 +78,21 @@ def _check_card(program: KernelProgram, machine: Machine) -> None:
             where = "device memory" if tensor.space == "dram" else "the LX of all cores"
             raise ProgramError(f"{name} takes {nbytes} B; with the tensors before it, more than the {where} "
                                f"({room[tensor.space]} B)", program.source, f"tensors.{name}.shape")
+    for kernel in program.kernels:
+        _check_shares(program, kernel)
+
+
+def _check_shares(program: KernelProgram, kernel: Kernel) -> None:
+    """_check_spans from the declared shapes alone: a kernel reads or writes every element of its DRAM tensors,
+    so some core's span is at least an even share of each. Lowering a share that large first would build
+    per-stick arrays of gigabytes only to refuse them."""
+    for name in (*kernel.inputs, *kernel.outputs):
+        tensor = program.tensors[name]
+        share = -(-math.prod(tensor.layout.shape) * DTYPE_BYTES[tensor.layout.dtype] // kernel.cores)
+        if tensor.space == "dram" and share > MAX_SPAN_BYTES:
+            raise ProgramError(f"a core would span at least {share} B of tensor {name!r}; at most {MAX_SPAN_BYTES} B "
+                               "per core: split the work over more cores", program.source,
+                               kernel.path + ".work_division")
 
 
 def _buffer(tensor) -> dict[str, Any]:

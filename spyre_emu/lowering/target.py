@@ -33,6 +33,9 @@ def step_size(kernel: Kernel, source: str, items: int, fits: int) -> int:
                            kernel.path)
     if kernel.steps is None:
         return fits
+    if kernel.steps > items:  # more steps than items would silently run fewer steps than asked
+        raise ProgramError(f"{kernel.steps} steps, but a core has only {items} items to step over", source,
+                           kernel.path + ".steps")
     want = -(-items // kernel.steps)
     if want > fits:
         raise ProgramError(f"LX overflow: {kernel.steps} steps of {want} need more LX than the {fits} that fit "

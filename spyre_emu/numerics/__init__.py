@@ -61,6 +61,15 @@ def _to_e4m3(values: np.ndarray) -> np.ndarray:
     return code.astype(np.uint8)
 
 
+def value_range(dtype: str) -> tuple[float, float]:
+    """The finite values ``dtype`` holds (bf16: float32's exponent range; fp8 E4M3: up to 448)."""
+    if dtype in ("int8", "int32"):
+        info = np.iinfo(_NUMPY[dtype])
+        return float(info.min), float(info.max)
+    top = {"fp16": 65504.0, "fp8": 448.0}.get(dtype, float(np.finfo(np.float32).max))
+    return -top, top
+
+
 def numpy_dtype(dtype: str) -> type:
     """The numpy type of a host array (and of raw device elements) of ``dtype``."""
     if dtype not in _NUMPY:

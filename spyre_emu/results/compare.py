@@ -47,6 +47,12 @@ def read_report(path: str | Path) -> dict[str, Any]:
             isinstance(k, dict) and isinstance(k.get("name"), str) and isinstance(k.get("cycles"), int)
             for k in kernels):
         raise SpyreEmuError("not a spyre-emu report (total_cycles and kernels[].name, .cycles expected)", str(path))
+    seen = {PROGRAM_ROW}
+    for i, kernel in enumerate(kernels):
+        if kernel["name"] in seen:
+            raise SpyreEmuError(f"kernel {kernel['name']!r} has two rows; compare needs one row per name", str(path),
+                                f"kernels[{i}].name")
+        seen.add(kernel["name"])
     return data
 
 

@@ -17,6 +17,8 @@ import jsonschema
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
+from ..files import output_name, program_input, read_bytes
+from ..numerics import value_range
 from .model import HOST_CORE, Buffer, Instruction, UnitProgram, dram_span, matmul_a_sticks
 from .opcodes import CORE_UNITS, HOST_UNIT, SFU_OPERANDS, SFU_OPS, UNIT_OPS, unit_kind
 
@@ -124,7 +126,7 @@ def _check_schema(data: Any, source: str) -> None:
 def read_json(path: Path) -> Any:
     """Parse a JSON file; a read or syntax problem becomes a one-line ProgramError."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise ProgramError(f"cannot read: {exc.strerror}", str(path)) from None
     except RecursionError:
@@ -193,8 +195,6 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
             addr += -(-nbytes // BUFFER_ALIGN_BYTES) * BUFFER_ALIGN_BYTES
         if at + nbytes > machine.dram.size_bytes:
             raise ProgramError("does not fit in device memory", source, where + ".bytes")
-        if "output" in spec and Path(spec["output"]).name in ("", ".", ".."):
-            raise ProgramError(f"expected a file name, got {spec['output']!r}", source, where + ".output")
         if "output" in spec and spec["output"] in [b.output and str(b.output) for b in buffers.values()]:
             raise ProgramError(f"output {spec['output']!r} is already written by another buffer", source,
                                where + ".output")
@@ -204,9 +204,10 @@ def _allocate(raw: dict[str, Any], machine: Machine, source: str, base: Path) ->
             raise ProgramError(f"shape {list(shape)} of {dtype} needs more than {nbytes} B", source,
                                where + ".shape")
         buffers[name] = Buffer(name, at, nbytes, dtype, shape,
-                               base / spec["input"] if "input" in spec else None,
-                               Path(spec["output"]) if "output" in spec else None,
-                               _fill(spec.get("fill", "zeros")))
+                               program_input(base, spec["input"], source, where + ".input") if "input" in spec
+                               else None,
+                               output_name(spec["output"], source, where + ".output") if "output" in spec else None,
+                               _fill(spec.get("fill", "zeros"), dtype, source, where + ".fill"))
     return buffers
 
 
@@ -237,7 +238,12 @@ def _next_free(addr: int, nbytes: int, fixed: dict[str, tuple[int, int]]) -> int
     return addr
 
 
-def _fill(value: str | float | list[float]) -> str | float | tuple[float, ...]:
+def _fill(value: str | float | list[float], dtype: str, source: str, where: str) -> str | float | tuple[float, ...]:
+    """A fill goes through float32 to ``dtype``: a value that does not fit would turn into inf or garbage."""
+    lo, hi = value_range(dtype)
+    for v in [] if isinstance(value, str) else value if isinstance(value, list) else [value]:
+        if not lo <= v <= hi:
+            raise ProgramError(f"fill value {v} is outside the {dtype} range [{lo:g}, {hi:g}]", source, where)
     return tuple(value) if isinstance(value, list) else value
 
 

@@ -135,7 +135,7 @@ BAD_PROGRAMS = {
                         "buffers.y.addr", "overlaps buffer 'x'"),
     "instruction not an object": (_program({"load": [5]}), "cores[0].units.load[0]", "5 is not of type 'object'"),
     "stream not an array": (_program({"load": 5}), "cores[0].units.load", "5 is not of type 'array'"),
-    "output not a file name": (_with_buffer(output=""), "buffers.x.output", "expected a file name"),
+    "output not a file name": (_with_buffer(output=""), "buffers.x.output", "expected a .npy file name"),
     "buffer not whole sticks": (_with_buffer(bytes=100), "buffers.x.bytes", "whole number of 128 B sticks"),
 }
 
@@ -229,10 +229,11 @@ def test_functional_missing_declared_input(cli):
 
 
 @pytest.mark.parametrize(("content", "words"), [
-    (b"", "No data left in file"),
-    (b"hello", "cannot read input"),
-    (None, "is not a single .npy array"),
-], ids=["empty", "not-npy", "npz"])
+    (b"", "is not a .npy file"),
+    (b"hello", "is not a .npy file"),  # numpy said "Cannot load file containing pickled data"
+    (None, "is not a .npy file"),
+    (b"\x93NUMPY\x01\x00", "cannot read input"),  # truncated: numpy's own message
+], ids=["empty", "not-npy", "npz", "truncated"])
 def test_functional_bad_input_file(cli, content, words):
     path = cli.tmp / "in.npy"
     if content is None:

@@ -81,3 +81,29 @@ def test_check_runs_and_compares(tmp_path, capsys):
     assert main(["check", str(RING), "--baseline", str(baseline), "--tolerance", "6", "--json", str(new)]) == 0
     assert json.loads(new.read_text())["total_cycles"] > data["total_cycles"]
     assert main(["check", str(RING), "--baseline", str(tmp_path / "nope.json")]) == 2
+
+
+@pytest.mark.parametrize("names", [["a", "a"], ["a", "(program)"]])
+def test_a_report_with_two_rows_of_one_name_is_refused(reports, capsys, names):
+    """The second row of a name vanished from the comparison (a dict keyed by name)."""
+    data = {**_report(10), "kernels": [{"name": n, "cycles": 5} for n in names]}
+    path = reports("dup.json", data)
+    assert main(["compare", path, path]) == 2
+    assert capsys.readouterr().err == (f"spyre-emu: error: {path}: kernels[1].name: kernel {names[1]!r} has two rows; "
+                                       "compare needs one row per name\n")
+
+
+@pytest.mark.parametrize(("first", "second"), [("softmax", "softmax"), ("k1", None)])
+def test_two_kernels_of_one_name_are_refused(tmp_path, capsys, first, second):
+    """Two kernels named alike were merged into one report row: the second vanished from the table,
+    from compare and from check. (An unnamed kernel is k<index>: kernels[1] is k1.)"""
+    program = json.loads((ROOT / "examples" / "programs" / "add_exp_kernels.json").read_text())
+    program["kernels"] = [dict(program["kernels"][0], name=first), dict(program["kernels"][0])]
+    program["kernels"][1].pop("name", None)
+    if second:
+        program["kernels"][1]["name"] = second
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(program))
+    assert main(["run", str(path), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"spyre-emu: error: {path}: kernels[1].name: kernel name {first!r} is already "
+                                       "used by kernels[0]\n")

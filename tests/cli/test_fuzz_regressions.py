@@ -64,3 +64,11 @@ def test_a_division_over_more_cores_than_the_card_fails_before_lx_planning(tmp_p
     with _budget(20):
         message = _fails(capsys, "run", str(path))
     assert message == f"{path}: kernels[0].work_division: work division needs 33554431 cores; the card has 32"
+
+
+def test_a_config_without_fp16_pt_lanes_is_a_config_error(tmp_path, capsys):
+    """Deleting pt.lanes.fp16 from configs/tiny.toml gave a KeyError traceback while building the report."""
+    config = tmp_path / "c.toml"
+    config.write_text((ROOT / "configs" / "tiny.toml").read_text().replace("\nfp16 = 8\n", "\n", 1))
+    message = _fails(capsys, "run", str(ROOT / "docs" / "examples" / "load_exp_store.json"), "--config", str(config))
+    assert message == f"{config}: pt.lanes.fp16: missing: the PT array's fp16 lanes are required"

@@ -1,6 +1,5 @@
 """Functional mode against numpy: every SFU op, PT passes, FIFOs, the ring, multi-core GEMM, softmax."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.pipeline import load_program, run
 from spyre_emu.unit_program.opcodes import SFU_OPS
-from tests.conftest import ROOT, program
+from tests.conftest import ROOT, load_script, program
 
 STICK = 128
 
@@ -181,10 +180,7 @@ def test_strided_and_multicast_loads_move_bytes(tmp_path, tiny):
 
 
 def _examples_module():
-    spec = importlib.util.spec_from_file_location("make_programs", ROOT / "examples" / "make_programs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "examples" / "make_programs.py")
 
 
 def test_gemm_over_32_cores_matches_numpy(tmp_path, spyre):

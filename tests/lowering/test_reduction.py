@@ -1,6 +1,5 @@
 """Reductions (keepdim) lowered to SFU ops: values against numpy, divisions, refusals."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -8,7 +7,7 @@ import pytest
 
 from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 REFERENCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
 
@@ -102,10 +101,7 @@ def test_over_a_dim_outside_the_stick(tmp_path, spyre, op, shape, dim, slices):
 
 def test_softmax_over_dim0_through_dram_matches_numpy(tmp_path, spyre):
     """The calibration program's kernel chain (max, sub, exp, sum, realdiv) at a small size."""
-    spec = importlib.util.spec_from_file_location("make_calibration",
-                                                  ROOT / "examples" / "make_calibration.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(ROOT / "examples" / "make_calibration.py")
     data = module.softmax_dim0(96, 320)
     data["tensors"]["x"] = {"shape": [96, 320], "dtype": "fp16", "role": "input", "data": "x.npy"}
     path = tmp_path / "softmax.json"

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
 
 from spyre_emu import RunResult, load_machine
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
-
-def _make_traces():
-    spec = importlib.util.spec_from_file_location("make_traces", ROOT / "traces" / "make_traces.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MAKE_TRACES = _make_traces()
+MAKE_TRACES = load_script(ROOT / "traces" / "make_traces.py")
 STEMS = [p.stem for p in MAKE_TRACES.EXAMPLES]
 MACHINE = load_machine()
 

@@ -1,0 +1,172 @@
+"""What the simulator reads and writes on the user's disk (the threat model: docs/reliability.md).
+
+Programs and configs are untrusted input. A path a program names resolves against the program's
+own folder and must stay inside it (inputs) or is a plain ``.npy`` file name inside --output-dir
+(outputs); paths given on the command line are the user's and go anywhere. Only regular files are
+read: a FIFO or a terminal would block forever. Every output is written to a temporary file beside
+it and renamed into place, so a killed run leaves the previous output whole; the temporary names
+carry the writer's process id, so a later run removes those of runs that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import os
+import shutil
+import signal
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from .errors import ProgramError, SpyreEmuError
+
+TEMP_SUFFIX = ".tmp"
+TREE_RETRIES = 20  # concurrent runs swapping the same folder: each retry means another run just won
+
+
+def program_input(base: Path, name: str, file: str, where: str) -> Path:
+    """``name`` (from a program) inside the program's folder ``base``, symbolic links resolved."""
+    path = base / name
+    if Path(name).is_absolute() or not path.resolve().is_relative_to(base.resolve()):
+        raise ProgramError(f"input {name!r} is outside the program's folder; give files elsewhere with --input",
+                            file, where)
+    return path
+
+
+def output_name(name: str, file: str, where: str) -> Path:
+    """A program's output: one ``.npy`` file name, written inside --output-dir."""
+    if Path(name).name != name or name in (".", "..") or not name.endswith(".npy") or name == ".npy":
+        raise ProgramError(f"expected a .npy file name (written in --output-dir), got {name!r}", file, where)
+    return Path(name)
+
+
+@contextlib.contextmanager
+def open_regular(path: Path) -> Iterator[BinaryIO]:
+    """Open a regular file for reading; anything else (FIFO, device, folder) is refused, not waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, "is a folder") if path.is_dir() else OSError(
+            errno.EINVAL, "not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        yield handle
+
+
+def read_bytes(path: Path) -> bytes:
+    with open_regular(path) as handle:
+        return handle.read()
+
+
+def _mode(is_dir: bool) -> int:
+    """What open() and mkdir() would give under the user's umask (mkstemp, mkdtemp use 0600, 0700)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if is_dir else 0o666) & ~umask
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(path: Path) -> None:
+    """Delete the temporary files and folders that runs which died left beside ``path``."""
+    if not path.parent.is_dir():
+        return
+    for stray in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+        pid = stray.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                shutil.rmtree(stray) if stray.is_dir() and not stray.is_symlink() else stray.unlink()
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT while outputs are renamed into place: an interrupt then lands after the last rename,
+    so a run leaves all of its outputs or none of them."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_all(outputs: list[tuple[Path, bytes | np.ndarray]]) -> None:
+    """Write every output to a temporary file beside it, then rename them all into place.
+
+    A path that cannot be written fails the run before any output file appears.
+    """
+    staged: list[tuple[str, Path]] = []
+    path = None
+    try:
+        for path, payload in outputs:
+            remove_stale(path)
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as handle:
+                os.fchmod(handle.fileno(), _mode(False))
+                if isinstance(payload, bytes):
+                    handle.write(payload)
+                else:
+                    np.save(handle, payload, allow_pickle=False)
+        with interrupts_deferred():
+            for tmp, path in staged:
+                os.replace(tmp, path)
+    except OSError as exc:
+        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def replace_tree(path: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` (relative paths) into a fresh folder beside ``path``, then swap it in whole."""
+    fresh = old = None
+    try:
+        remove_stale(path)
+        fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
+        fresh.chmod(_mode(True))
+        for rel, payload in files.items():
+            (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+            (fresh / rel).write_bytes(payload)
+        old = fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)
+        with interrupts_deferred():
+            _swap_in(fresh, path, old)
+    except OSError as exc:
+        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
+    finally:
+        for tmp in (fresh, old):
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(fresh: Path, path: Path, old: Path) -> None:
+    """Move what is at ``path`` aside and ``fresh`` in; another run may put its folder there in between."""
+    for _ in range(TREE_RETRIES):
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+        try:
+            fresh.rename(path)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    raise OSError(errno.EBUSY, "other runs keep replacing it")

@@ -1,0 +1,43 @@
+"""Sizes are checked from the declared shapes before anything is built: a refused program costs little memory."""
+
+import json
+import math
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+LIMIT_BYTES = 3 << 30        # address space of the child: keeps a regression from swapping the machine
+MAX_RSS_BYTES = 400 << 20    # generous: the refusal measures about 100 MB, the import of numpy and numba included
+
+
+def _add(n: int, division: dict) -> dict:
+    tensors = {name: {"shape": [n, n], "dtype": "fp16", "role": role}
+               for name, role in (("a", "input"), ("b", "input"), ("c", "output"))}
+    return {"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+            "kernels": [{"op": "add", "inputs": ["a", "b"], "outputs": ["c"], "dims": {"mb": n, "out": n},
+                         "work_division": division}]}
+
+
+def _limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_BYTES, LIMIT_BYTES))
+
+
+@pytest.mark.parametrize("division", [{}, {"mb": 4}])
+def test_a_share_past_the_per_core_span_is_refused_before_lowering(tmp_path, division):
+    """A 400-byte program of a 65536 x 65536 fp16 add was refused after 22-24 s and 3.8-5.3 GB: the per-core
+    span check ran after lowering had built per-stick arrays."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_add(65536, division)))
+    code = ("import resource, sys; from spyre_emu.cli import main; status = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024); sys.exit(status)")
+    done = subprocess.run([sys.executable, "-c", code, "run", str(path), "--quiet"], capture_output=True, text=True,
+                          check=False, timeout=120, preexec_fn=_limit, cwd=ROOT)
+    assert done.returncode == 2, done.stderr
+    share = 65536 * 65536 * 2 // math.prod(division.values())
+    assert done.stderr.startswith(f"spyre-emu: error: {path}: kernels[0].work_division: a core would span at "
+                                  f"least {share} B of tensor 'a'"), done.stderr
+    assert int(done.stdout) < MAX_RSS_BYTES

@@ -60,7 +60,8 @@ class CompiledGraph:
         return [(seg, self._timing[i]) for i, seg in self._segments()]
 
     def _run(self, i: int, seg: Segment, functional: bool, inputs: dict[str, np.ndarray]) -> RunResult:
-        result = run(self.compiled.programs[i], self.machine, functional=functional, inputs=inputs)
+        result = run(self.compiled.programs[i], self.machine, functional=functional, inputs=inputs,
+                     cache=self.options.cache)
         if self.options.trace:
             path = Path(self.options.trace)
             path = path if len(self._segments()) == 1 else path.with_suffix(f".{i}{path.suffix}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import pickle
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
+from . import memo
 from .config import Machine
 from .engine import DEFAULT_MAX_CYCLES, EventLog, Progress, simulate
 from .engine.functional import replay
@@ -59,15 +61,16 @@ def load_program(path: str | Path, machine: Machine) -> UnitProgram:
 
 def run(program: UnitProgram | Program, machine: Machine, functional: bool = False,
         inputs: dict[str, Path | np.ndarray] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
-        progress: Progress | None = None) -> RunResult:
+        progress: Progress | None = None, cache: bool = True) -> RunResult:
     """Simulate; with ``functional``, also compute the outputs. A kernel program's ``inputs`` may be
     .npy paths or host arrays (the torch front end passes arrays). ``progress`` is called now and
-    then during the simulation (engine.simulate)."""
+    then during the simulation (engine.simulate). With ``cache``, a program simulated before (in this
+    process or, through the disk, another) is not simulated again (memo.py)."""
     if isinstance(program, UnitProgram):
         program = Program(program)
     units = program.units
-    log = simulate(units, machine, max_cycles, progress=progress)
-    report = build_report(log, machine, units.source, program.kernel_ops)
+    log, report = timing(program, machine, max_cycles, progress) if cache else _simulate(
+        program, machine, max_cycles, progress)
     if not functional:
         return RunResult(report, log)
     if program.tensors:
@@ -79,3 +82,33 @@ def run(program: UnitProgram | Program, machine: Machine, functional: bool = Fal
         outputs = buffer_outputs(card, units)
     return RunResult(report, log, {n: a for n, (_, a) in outputs.items()},
                      {n: f for n, (f, _) in outputs.items()})
+
+
+LOG_FIELDS = [f.name for f in fields(EventLog) if f.name != "instructions"]  # the program's own, not stored
+
+
+def timing(program: Program, machine: Machine, max_cycles: int = DEFAULT_MAX_CYCLES,
+           progress: Progress | None = None) -> tuple[EventLog, Report]:
+    """The event log and report of ``program``, from the result cache when it holds them.
+
+    Each unit program starts on a card in its reset state (engine.pack builds every array afresh):
+    no engine state crosses from one program to the next, so a program's log depends only on what
+    the key covers: its buffers, every instruction (with its tokens, kernel tag and JSON path), its
+    source name, the machine (the repr of its frozen dataclasses, every field), the cycle limit,
+    the kernel ops named in the report, and the simulator's code."""
+    units = program.units
+    k = memo.key(pickle.dumps((units.source, units.buffers, units.streams), protocol=pickle.HIGHEST_PROTOCOL),
+                 repr(machine).encode(), repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
+    hit = memo.lookup(k)
+    if hit is not None:
+        arrays, data = hit
+        return EventLog(instructions=units.instructions(), **arrays), Report(data)
+    log, report = _simulate(program, machine, max_cycles, progress)
+    memo.store(k, ({name: getattr(log, name) for name in LOG_FIELDS}, report.data))
+    return log, report
+
+
+def _simulate(program: Program, machine: Machine, max_cycles: int,
+              progress: Progress | None) -> tuple[EventLog, Report]:
+    log = simulate(program.units, machine, max_cycles, progress=progress)
+    return log, build_report(log, machine, program.units.source, program.kernel_ops)

@@ -50,6 +50,17 @@ def key(*parts: bytes) -> str:
     return h.hexdigest()
 
 
+def digest(value: Any) -> bytes:
+    """A hash of ``value``'s pickle, streamed into the hash (a large program is never held as bytes)."""
+    h = hashlib.sha256()
+
+    class _Sink:
+        write = h.update
+
+    pickle.Pickler(_Sink(), protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return h.digest()
+
+
 def lookup(k: str) -> Any | None:
     """The value stored under ``k``, or None (never stored, unreadable, or the cache is off)."""
     if not enabled():

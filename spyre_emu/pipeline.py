@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -128,8 +127,8 @@ def _key(program: Program, machine: Machine, max_cycles: int) -> str:
     source name, the machine (the repr of its frozen dataclasses, every field), the cycle limit,
     the kernel ops named in the report, and the simulator's code (memo.key)."""
     units = program.units
-    return memo.key(pickle.dumps((units.source, units.buffers, units.streams), protocol=pickle.HIGHEST_PROTOCOL),
-                    repr(machine).encode(), repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
+    return memo.key(memo.digest((units.source, units.buffers, units.streams)), repr(machine).encode(),
+                    repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
 
 
 def _entry(job: tuple[Program, Machine]) -> Entry:

@@ -92,6 +92,7 @@ def with_outputs(program: Program, machine: Machine, result: RunResult,
 
 
 LOG_FIELDS = [f.name for f in fields(EventLog) if f.name != "instructions"]  # the program's own, not stored
+POOL_MIN_INSTRUCTIONS = 20_000  # about a second of simulation: below it, starting workers costs more than it saves
 Entry = tuple[dict[str, Any], dict[str, Any]]  # a run's event log (without its instructions) and report data
 
 
@@ -113,7 +114,10 @@ def timings(programs: list[Program], machine: Machine, cache: bool = True) -> li
     keys = [_key(p, machine, DEFAULT_MAX_CYCLES) for p in programs]
     entries = [memo.lookup(k) if cache else None for k in keys]
     missing = [i for i, e in enumerate(entries) if e is None]
-    for i, entry in zip(missing, parallel_map(_entry, [(programs[i], machine) for i in missing]), strict=True):
+    jobs = [(programs[i], machine) for i in missing]
+    size = sum(len(stream) for i in missing for stream in programs[i].units.streams.values())
+    done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
+    for i, entry in zip(missing, done, strict=True):
         entries[i] = entry
         if cache:
             memo.store(keys[i], entry)

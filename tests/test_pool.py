@@ -20,6 +20,7 @@ def test_parallel_map_keeps_the_order(monkeypatch):
 
 def test_programs_simulated_in_the_pool_equal_serial_runs(spyre, monkeypatch):
     monkeypatch.setenv("SPYRE_EMU_WORKERS", "2")
+    monkeypatch.setattr(pipeline, "POOL_MIN_INSTRUCTIONS", 0)
     programs = [pipeline.load(ROOT / "examples" / "programs" / name, spyre) for name in PROGRAMS]
     try:
         parallel = pipeline.timings(programs, spyre, cache=False)

@@ -16,7 +16,8 @@ class Options:
     ``cores``: cores the work division uses (default: all of the card's); ``functional``: the
     simulator computes the results (else torch does, and only timing is simulated); ``trace``: a
     Chrome trace file per kernel program; ``fallback``: "cpu" runs unsupported ops on the host,
-    "error" refuses them; ``print_report``: print the report after every call."""
+    "error" refuses them; ``print_report``: print the report after every call; ``cache``: reuse the
+    results of kernel programs simulated before (spyre_emu.memo), off: simulate every one."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()
@@ -25,6 +26,7 @@ class Options:
     trace: str | None = None
     fallback: str = "cpu"
     print_report: bool = False
+    cache: bool = True
 
 
 def parse_options(raw: dict[str, Any] | None) -> Options:
@@ -37,7 +39,8 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     if "set" in raw:
         raw["set"] = tuple([raw["set"]] if isinstance(raw["set"], str) else raw["set"])
     _check(raw, "functional", isinstance(raw.get("functional"), bool), "must be true or false")
-    _check(raw, "print_report", isinstance(raw.get("print_report"), bool), "must be true or false")
+    for key in ("print_report", "cache"):
+        _check(raw, key, isinstance(raw.get(key), bool), "must be true or false")
     _check(raw, "fallback", raw.get("fallback") in FALLBACKS, f"must be one of {', '.join(FALLBACKS)}")
     cores = raw.get("cores")
     _check(raw, "cores", isinstance(cores, int) and not isinstance(cores, bool) and cores > 0,

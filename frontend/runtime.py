@@ -1,9 +1,10 @@
 """Running a compiled graph: kernel programs on the simulator, host steps on the CPU.
 
-Functional calls move real data: every host value is a torch tensor, a segment's inputs go in
-as arrays in their device shape, and its outputs come back as torch tensors. Timing-only calls
-(``functional=False``, or meta tensors) compute the results with torch and simulate each
-kernel program once; timing does not depend on the data.
+Timing does not depend on the data, so each kernel program is simulated once per compiled graph
+(independent programs side by side in the process pool, results reused through the result cache).
+Functional calls then replay the timed instructions on real data: every host value is a torch
+tensor, a segment's inputs go in as arrays in their device shape, and its outputs come back as
+torch tensors. Timing-only calls (``functional=False``, or meta tensors) compute the results with torch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from spyre_emu.config import Machine
-from spyre_emu.pipeline import RunResult, run
+from spyre_emu.pipeline import RunResult, timings, with_outputs
 from spyre_emu.results import chrome_trace
 
 from . import report
@@ -54,13 +55,15 @@ class CompiledGraph:
         return [(i, s) for i, s in enumerate(self.compiled.steps) if isinstance(s, Segment)]
 
     def _timing_runs(self) -> list[tuple[Segment, RunResult]]:
-        for i, seg in self._segments():
-            if i not in self._timing:
-                self._timing[i] = self._run(i, seg, functional=False, inputs={})
+        """Each segment simulated once per compiled graph; the ones not yet simulated side by side."""
+        todo = [i for i, _ in self._segments() if i not in self._timing]
+        runs = timings([self.compiled.programs[i] for i in todo], self.machine, self.options.cache)
+        for i, (log, rep) in zip(todo, runs, strict=True):
+            self._timing[i] = self._traced(i, RunResult(rep, log))
         return [(seg, self._timing[i]) for i, seg in self._segments()]
 
-    def _run(self, i: int, seg: Segment, functional: bool, inputs: dict[str, np.ndarray]) -> RunResult:
-        result = run(self.compiled.programs[i], self.machine, functional=functional, inputs=inputs)
+    def _traced(self, i: int, result: RunResult) -> RunResult:
+        """Write the segment's Chrome trace when the options ask for one."""
         if self.options.trace:
             path = Path(self.options.trace)
             path = path if len(self._segments()) == 1 else path.with_suffix(f".{i}{path.suffix}")
@@ -71,11 +74,12 @@ class CompiledGraph:
         graph = self.compiled.graph
         env: dict[Value, torch.Tensor] = {v: a for v, a in zip(graph.inputs, args, strict=True) if isinstance(v, Value)}
         self._functional_runs: list[tuple[Segment, RunResult]] = []
+        self._timing_runs()  # every segment's timing first, once per compiled graph: it does not depend on the data
         for i, step in enumerate(self.compiled.steps):
             if isinstance(step, Segment):
                 inputs = {name: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
                 self._inputs.append(inputs)
-                result = self._run(i, step, functional=True, inputs=inputs)
+                result = with_outputs(self.compiled.programs[i], self.machine, self._timing[i], inputs)
                 self._functional_runs.append((step, result))
                 for name in step.outputs:
                     t = graph.tensors[name]

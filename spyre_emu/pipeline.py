@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from . import memo
 from .config import Machine
 from .engine import DEFAULT_MAX_CYCLES, EventLog, Progress, simulate
 from .engine.functional import replay
@@ -15,6 +17,7 @@ from .host_data import buffer_inputs, buffer_outputs, tensor_inputs, tensor_outp
 from .kernel_program import FORMAT as KERNEL_FORMAT
 from .kernel_program import Tensor, parse_kernel_program
 from .lowering import lower
+from .pool import parallel_map
 from .results import Report, build_report
 from .unit_program import UnitProgram
 from .unit_program.load import FORMAT as UNIT_FORMAT
@@ -59,17 +62,24 @@ def load_program(path: str | Path, machine: Machine) -> UnitProgram:
 
 def run(program: UnitProgram | Program, machine: Machine, functional: bool = False,
         inputs: dict[str, Path | np.ndarray] | None = None, max_cycles: int = DEFAULT_MAX_CYCLES,
-        progress: Progress | None = None) -> RunResult:
+        progress: Progress | None = None, cache: bool = True) -> RunResult:
     """Simulate; with ``functional``, also compute the outputs. A kernel program's ``inputs`` may be
     .npy paths or host arrays (the torch front end passes arrays). ``progress`` is called now and
-    then during the simulation (engine.simulate)."""
+    then during the simulation (engine.simulate). With ``cache``, a program simulated before (in this
+    process or, through the disk, another) is not simulated again (memo.py)."""
     if isinstance(program, UnitProgram):
         program = Program(program)
-    units = program.units
-    log = simulate(units, machine, max_cycles, progress=progress)
-    report = build_report(log, machine, units.source, program.kernel_ops)
-    if not functional:
-        return RunResult(report, log)
+    log, report = timing(program, machine, max_cycles, progress) if cache else _simulate(
+        program, machine, max_cycles, progress)
+    result = RunResult(report, log)
+    return with_outputs(program, machine, result, inputs) if functional else result
+
+
+def with_outputs(program: Program, machine: Machine, result: RunResult,
+                 inputs: dict[str, Path | np.ndarray] | None = None) -> RunResult:
+    """``result`` (the timed run of ``program``) with its outputs computed: the timed instructions
+    replayed on real bytes (the timing does not depend on the data)."""
+    units, log = program.units, result.log
     if program.tensors:
         constants = buffer_inputs(units, {})  # buffers the lowering added (e.g. 1/n for mean)
         card = replay(units, log, machine, {**constants, **tensor_inputs(units, program.tensors, inputs or {})})
@@ -77,5 +87,70 @@ def run(program: UnitProgram | Program, machine: Machine, functional: bool = Fal
     else:
         card = replay(units, log, machine, buffer_inputs(units, inputs or {}))
         outputs = buffer_outputs(card, units)
-    return RunResult(report, log, {n: a for n, (_, a) in outputs.items()},
+    return RunResult(result.report, log, {n: a for n, (_, a) in outputs.items()},
                      {n: f for n, (f, _) in outputs.items()})
+
+
+LOG_FIELDS = [f.name for f in fields(EventLog) if f.name != "instructions"]  # the program's own, not stored
+POOL_MIN_INSTRUCTIONS = 20_000  # about a second of simulation: below it, starting workers costs more than it saves
+Entry = tuple[dict[str, Any], dict[str, Any]]  # a run's event log (without its instructions) and report data
+
+
+def timing(program: Program, machine: Machine, max_cycles: int = DEFAULT_MAX_CYCLES,
+           progress: Progress | None = None) -> tuple[EventLog, Report]:
+    """The event log and report of ``program``, from the result cache when it holds them."""
+    k = _key(program, machine, max_cycles)
+    entry = memo.lookup(k)
+    if entry is None:
+        log, report = _simulate(program, machine, max_cycles, progress)
+        entry = _arrays(log), report.data
+        memo.store(k, entry)
+    return _unpack(program, entry)
+
+
+def timings(programs: list[Program], machine: Machine, cache: bool = True) -> list[tuple[EventLog, Report]]:
+    """The logs and reports of independent programs: cached ones from the cache, the others
+    simulated side by side in the process pool (pool.py)."""
+    keys = [_key(p, machine, DEFAULT_MAX_CYCLES) for p in programs]
+    entries = [memo.lookup(k) if cache else None for k in keys]
+    missing = [i for i, e in enumerate(entries) if e is None]
+    jobs = [(programs[i], machine) for i in missing]
+    size = sum(len(stream) for i in missing for stream in programs[i].units.streams.values())
+    done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
+    for i, entry in zip(missing, done, strict=True):
+        entries[i] = entry
+        if cache:
+            memo.store(keys[i], entry)
+    return [_unpack(p, e) for p, e in zip(programs, entries, strict=True)]
+
+
+def _key(program: Program, machine: Machine, max_cycles: int) -> str:
+    """Each unit program starts on a card in its reset state (engine.pack builds every array afresh):
+    no engine state crosses from one program to the next, so a program's log depends only on what
+    the key covers: its buffers, every instruction (with its tokens, kernel tag and JSON path), its
+    source name, the machine (the repr of its frozen dataclasses, every field), the cycle limit,
+    the kernel ops named in the report, and the simulator's code (memo.key)."""
+    units = program.units
+    return memo.key(memo.digest((units.source, units.buffers, units.streams)), repr(machine).encode(),
+                    repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
+
+
+def _entry(job: tuple[Program, Machine]) -> Entry:
+    """What a pool worker sends back: the log's arrays and the report, not the program it was given."""
+    log, report = _simulate(*job, DEFAULT_MAX_CYCLES, None)
+    return _arrays(log), report.data
+
+
+def _arrays(log: EventLog) -> dict[str, Any]:
+    return {name: getattr(log, name) for name in LOG_FIELDS}
+
+
+def _unpack(program: Program, entry: Entry) -> tuple[EventLog, Report]:
+    arrays, data = entry
+    return EventLog(instructions=program.units.instructions(), **arrays), Report(data)
+
+
+def _simulate(program: Program, machine: Machine, max_cycles: int,
+              progress: Progress | None) -> tuple[EventLog, Report]:
+    log = simulate(program.units, machine, max_cycles, progress=progress)
+    return log, build_report(log, machine, program.units.source, program.kernel_ops)

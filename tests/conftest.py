@@ -14,6 +14,8 @@ from spyre_emu.engine import simulate
 from spyre_emu.unit_program import parse_unit_program
 
 ROOT = Path(__file__).resolve().parents[1]
+# Tests simulate afresh; tests/test_memo.py turns the result cache on, in a temporary directory.
+os.environ["SPYRE_EMU_RESULT_CACHE"] = "0"
 SHARED = ROOT.parent / "shared"
 
 

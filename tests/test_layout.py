@@ -12,7 +12,7 @@ PACKAGE = ROOT / "spyre_emu"
 MAX_LINES = 400
 # A stage may import only what is at or below it on the path (and the shared leaves).
 ORDER = ["errors", "files", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
-         "results", "host_data", "pipeline", "gemm",
+         "results", "host_data", "memo", "pool", "pipeline", "gemm",
          "validate", "cli"]
 
 

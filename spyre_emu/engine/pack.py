@@ -18,6 +18,8 @@ from . import layout as L
 from . import systolic
 from .queue import new_queue
 
+OP_BY_NAME = {op.name.lower(): op for op in Op}  # "load" -> Op.LOAD, without an Enum lookup per instruction
+
 
 @dataclass(frozen=True)
 class Packed:
@@ -102,7 +104,7 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
         row[L.I_A4], row[L.I_A5], row[L.I_A6] = a["sticks"], per_stick, latency
         row[L.I_DUR] = latency + a["sticks"] * per_stick
         return row
-    op = Op[item.op.upper()]
+    op = OP_BY_NAME[item.op]
     row[L.I_OP] = op
     if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
         row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["dram"], a.get("lx", 0), a["bytes"]

@@ -4,7 +4,8 @@ The engine counts sticks per ring link for the whole run only. Reports need them
 and over time, so this module retraces every transfer's route from its addresses and the
 ring's geometry, with the engine's rules: a stick at DRAM address ``a`` is served by channel
 ``(a // interleave_bytes) % channels`` at its controller's ring stop (engine/dma.py), and a
-stick takes the shorter way round, ties clockwise (engine/ring.py). The per-link sums equal
+stick takes the shorter way round, ties clockwise (engine/ring.py), and a multicast stick goes
+once each way to its farthest destination (``Ring.multicast_legs``). The per-link sums equal
 the engine's counters exactly, which tests/results/test_report.py checks on every example.
 
 LX bytes are a model of scratchpad traffic, not timed: every stick an instruction reads from
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
-from ..unit_program import Instruction
+from ..unit_program import HOST_CORE, Instruction
 from ..unit_program.model import dram_pieces, matmul_a_sticks
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 
@@ -52,60 +53,85 @@ class Traffic:
 def trace_traffic(log: EventLog, machine: Machine) -> Traffic:
     n = len(log.instructions)
     read, write, lx = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    rows: list[tuple[int, int, int]] = []
     geometry = _Geometry(machine)
+    shape = np.zeros(n, np.int64)  # per instruction, its transfer shape's index in geometry.shapes
     for i, ins in enumerate(log.instructions):
         nbytes = int(ins.args.get("bytes", 0))
         read[i] = nbytes if ins.op in READS_DRAM else 0
         write[i] = nbytes if ins.op in WRITES_DRAM else 0
         lx[i] = lx_bytes(ins, machine)
-        rows += [(i, link, sticks) for link, sticks in geometry.sticks_per_link(ins).items()]
-    table = np.array(rows, np.int64).reshape(-1, 3)
-    return Traffic(read, write, lx, table[:, 0], table[:, 1], table[:, 2])
+        shape[i] = geometry.shape_of(ins)
+    # Each instruction's rows of (link, sticks), in instruction order, gathered from its shape's rows.
+    sizes = np.array([len(links) for links in geometry.shapes], np.int64)
+    table = np.array([row for links in geometry.shapes for row in links], np.int64).reshape(-1, 2)
+    counts = sizes[shape]
+    ins_of_row = np.repeat(np.arange(n), counts)
+    first = np.cumsum(sizes) - sizes
+    rows = first[shape][ins_of_row] + np.arange(len(ins_of_row)) - (np.cumsum(counts) - counts)[ins_of_row]
+    return Traffic(read, write, lx, ins_of_row, table[rows, 0], table[rows, 1])
 
 
 class _Geometry:
-    """Ring stops of the units and of each DRAM channel; routes between stops."""
+    """Ring stops of the units and of each DRAM channel; routes between stops.
+
+    Programs repeat transfer shapes, so each shape's links are worked out once: the channels a
+    DRAM range touches repeat every ``interleave * channels`` bytes, so a transfer's links depend
+    only on its direction, its unit's stop, its address modulo that period and its size."""
 
     def __init__(self, machine: Machine) -> None:
         d = machine.dram
         per_mc = d.channels // d.controllers
         self.channel_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)])
         self.interleave, self.channels = d.interleave_bytes, d.channels
+        self.period = d.interleave_bytes * d.channels
         self.stops = len(machine.ring.stops)
         self.machine = machine
+        self.shapes: list[tuple[tuple[int, int], ...]] = [()]  # per shape: (link, sticks) rows; 0 moves nothing
+        self._index: dict[tuple, int] = {}
+        self._stops = {core: machine.stop_of(f"core{core}") for core in range(machine.cores.count)}
+        self._stops[HOST_CORE] = machine.stop_of(HOST_UNIT)
 
-    def unit_stop(self, ins: Instruction) -> int:
-        return self.machine.stop_of(HOST_UNIT if ins.unit == HOST_UNIT else f"core{ins.core}")
-
-    def sticks_per_link(self, ins: Instruction) -> dict[int, int]:
-        """Sticks this instruction put on each ring link."""
-        out: dict[int, int] = {}
+    def shape_of(self, ins: Instruction) -> int:
+        """The index of the instruction's transfer shape in ``shapes`` (0: it puts nothing on the ring)."""
         if ins.op == "send":
-            ends = [(self.unit_stop(ins), self.machine.stop_of(f"core{ins.args['to_core']}"),
-                     int(ins.args["bytes"]) // STICK_BYTES)]
+            shape = ("send", self._stops[ins.core], self._stops[int(ins.args["to_core"])], int(ins.args["bytes"]))
         elif ins.op in READS_DRAM | WRITES_DRAM:
-            ends = self._dram_ends(ins)
+            a = ins.args
+            shape = (ins.op in READS_DRAM, self._stops[ins.core], int(a["dram"]) % self.period, int(a["bytes"]),
+                     int(a.get("piece", a["bytes"])), int(a.get("stride", a.get("piece", a["bytes"]))),
+                     tuple(self._stops[c] for c in a.get("to", ())))
         else:
-            return out
+            return 0
+        index = self._index.get(shape)
+        if index is None:
+            index = self._index[shape] = len(self.shapes)
+            self.shapes.append(self._shape_links(*shape))
+        return index
+
+    def _shape_links(self, kind: str | bool, unit: int, at: int, nbytes: int,
+                     *pattern: int | tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        ends = [(unit, at, nbytes // STICK_BYTES)] if kind == "send" else self._dram_ends(kind, unit, at, nbytes,
+                                                                                           *pattern)
+        out: dict[int, int] = {}
         for src, dst, sticks in ends:
             for link in _route(self.stops, src, dst):
                 out[link] = out.get(link, 0) + sticks
-        return out
+        return tuple(out.items())
 
-    def _dram_ends(self, ins: Instruction) -> list[tuple[int, int, int]]:
-        """(from stop, to stop, sticks) for each channel the transfer touches."""
-        addrs = np.concatenate([np.arange(addr, addr + n, STICK_BYTES) for addr, n in dram_pieces(ins.args)])
+    def _dram_ends(self, reads: bool, unit: int, at: int, nbytes: int, piece: int, stride: int,
+                   to: tuple[int, ...]) -> list[tuple[int, int, int]]:
+        """(from stop, to stop, sticks) for each channel the transfer touches; a multicast read goes from
+        each channel's controller to the farthest destination each way."""
+        pieces = dram_pieces({"dram": at, "bytes": nbytes, "piece": piece, "stride": stride})
+        addrs = np.concatenate([np.arange(addr, addr + n, STICK_BYTES) for addr, n in pieces])
         per_channel = np.bincount((addrs // self.interleave) % self.channels, minlength=self.channels)
-        unit = self.unit_stop(ins)
         ends = []
         for channel in np.flatnonzero(per_channel):
             mc, sticks = int(self.channel_stop[channel]), int(per_channel[channel])
-            if "to" in ins.args:
-                dsts = [self.machine.stop_of(f"core{c}") for c in ins.args["to"]]
-                ends += [(mc, far, sticks) for far in self.machine.ring.multicast_legs(mc, dsts)]
+            if to:
+                ends += [(mc, far, sticks) for far in self.machine.ring.multicast_legs(mc, list(to))]
             else:
-                ends.append((mc, unit, sticks) if ins.op in READS_DRAM else (unit, mc, sticks))
+                ends.append((mc, unit, sticks) if reads else (unit, mc, sticks))
         return ends
 
 

@@ -1,0 +1,214 @@
+"""Print how long a whole Granite-3.3-8B forward pass takes to simulate, and where the time goes.
+
+Run: ``python benchmarks/model_speed.py [--layers 40] [--phase decode prefill small]
+[--reference REV | --baseline FILE] [--save FILE]``. A script, not a test: it prints figures and
+never asserts a time (docs/speed.md records the measurements).
+
+Each figure is the first ``torch.compile`` call of a fresh process (a child of this one) with
+the numba cache on disk: timing-only on meta tensors, batch 1; decode reads a KV cache of 2048,
+prefill runs 512 tokens. The child prints its wall time, peak resident memory, simulated cycles
+and the wall time of each stage (torch and Dynamo, the front end's passes, lowering, the unit
+program's parse, pack, the event loop, the event log, the report). ``small`` is a 2-layer toy
+decoder: the best of five warm calls, and the share of it spent simulating.
+
+The reference is either a git revision, checked out in a temporary worktree and run by the same
+children (so the same model, the other simulator), or a baseline file of earlier figures written
+by ``--save``. Set ``SPYRE_EMU_RESULT_CACHE=0`` to measure without the result cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.frontend.models, whatever the current directory
+from tests.frontend import models  # noqa: E402
+
+GRANITE = {"dim": 4096, "heads": 32, "kv_heads": 8, "hidden": 12800}   # Granite-3.3-8B-Instruct
+TOY = {"dim": 128, "heads": 4, "kv_heads": 2, "hidden": 256}
+RESIDUAL_MULTIPLIER, ATTENTION_MULTIPLIER = 0.22, 0.0078125
+PHASES = {"decode": (1, 2048), "prefill": (512, 0)}  # tokens, KV cache length
+STAGES = [  # (module, function): wall time spent inside, inclusive, where the module has it
+    ("spyre_emu.frontend.backend", "compile_graph"), ("spyre_emu.frontend.compile", "lower"),
+    ("spyre_emu.lowering", "parse_unit_program"), ("spyre_emu.frontend.runtime", "run"),
+    ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "run_nb"), ("spyre_emu.engine", "make_log"),
+    ("spyre_emu.pipeline", "build_report"),
+]
+
+
+def granite(layers: int, dims: dict[str, int]):
+    """A Granite decoder stack (RMSNorm, GQA with RoPE, SwiGLU, scaled residuals) and the final norm."""
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = models.RMSNorm(dims["dim"]), models.RMSNorm(dims["dim"])
+            self.attn = models.Attention(dims["dim"], dims["heads"], dims["kv_heads"])
+            self.mlp = models.SwiGLU(dims["dim"], dims["hidden"])
+
+        def forward(self, x, rope, cache):
+            attn, k, v = self.attn(self.norm1(x), rope, cache)
+            h = x + attn * RESIDUAL_MULTIPLIER
+            return h + self.mlp(self.norm2(h)) * RESIDUAL_MULTIPLIER, k, v
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(Layer() for _ in range(layers))
+            self.norm = models.RMSNorm(dims["dim"])
+
+        def forward(self, x, cos, sin, *cache):
+            kv = []
+            for i, layer in enumerate(self.layers):
+                x, k, v = layer(x, (cos, sin), (cache[2 * i], cache[2 * i + 1]) if cache else None)
+                kv += [k, v]
+            return self.norm(x), *kv
+
+    return Model()
+
+
+def model_inputs(layers: int, dims: dict[str, int], tokens: int, cache: int, device: str):
+    head_dim = dims["dim"] // dims["heads"]
+    x = torch.randn(1, tokens, dims["dim"], device=device).half()
+    cos, sin = models.rope(tokens, head_dim, device=device)
+    kv = [torch.randn(1, dims["kv_heads"], cache, head_dim, device=device).half() for _ in range(2 * layers)]
+    return (x, cos, sin, *(kv if cache else []))
+
+
+def timed_stages(spent: dict[str, float]) -> None:
+    """Wrap each stage function where it is looked up, adding its wall time to ``spent``."""
+    for module_name, attr in STAGES:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attr):
+            continue
+        key = f"{module_name.rsplit('.', 1)[-1]}.{attr}"
+
+        def wrap(fn: Callable, key: str = key) -> Callable:
+            def timed(*args, **kwargs):
+                t = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+            return timed
+        setattr(module, attr, wrap(getattr(module, attr)))
+
+
+def child(phase: str, layers: int) -> dict:
+    """One measurement in this (fresh) process: the first compiled call, or warm calls of the toy."""
+    last_report = importlib.import_module("spyre_emu.frontend").last_report  # from the checkout under test
+    spent: dict[str, float] = {}
+    timed_stages(spent)
+    small = phase == "small"
+    dims = TOY if small else GRANITE
+    tokens, cache = (16, 0) if small else PHASES[phase]
+    device = "cpu" if small else "meta"
+    with torch.device(device):
+        model = granite(layers, dims).half().eval()
+    inputs = model_inputs(layers, dims, tokens, cache, device)
+    compiled = torch.compile(model, backend="spyre_emu", dynamic=False)
+    with torch.no_grad():
+        start = time.perf_counter()
+        compiled(*inputs)
+        first = time.perf_counter() - start
+        best = dict(spent)
+        for _ in range(5 if small else 0):  # keep the fastest warm call and its stages
+            spent.clear()
+            start = time.perf_counter()
+            compiled(*inputs)
+            if time.perf_counter() - start < first:
+                first, best = time.perf_counter() - start, dict(spent)
+    rep = last_report()
+    return {"wall_s": first, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "cycles": rep.total_cycles, "kernels": len(rep.kernels), "programs": len(rep.programs),
+            "stages_s": {k: round(v, 3) for k, v in best.items()}}
+
+
+def measure(root: Path, phase: str, layers: int) -> dict:
+    """Run ``child`` in a fresh interpreter against the simulator checked out at ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, __file__, "--child", phase, "--layers", str(layers), "--root", str(root)],
+                         env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{phase} at {root} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def use_checkout(root: Path) -> None:
+    """Import spyre_emu (and its front end, which installs as spyre_emu.frontend) from ``root``."""
+    sys.path.insert(0, str(root))
+    spyre_emu = importlib.import_module("spyre_emu")
+    assert Path(spyre_emu.__file__).parent == root / "spyre_emu", spyre_emu.__file__
+    spec = importlib.util.spec_from_file_location("spyre_emu.frontend", root / "frontend" / "__init__.py",
+                                                  submodule_search_locations=[str(root / "frontend")])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["spyre_emu.frontend"] = module
+    spec.loader.exec_module(module)
+
+
+def warm_numba(root: Path) -> None:
+    """Compile the engine of ``root`` into the numba cache before anything is timed."""
+    measure(root, "small", 1)
+
+
+def show(name: str, new: dict, ref: dict | None) -> None:
+    ratio = f"  reference {ref['wall_s']:8.2f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}" if ref else ""
+    same = "" if ref is None else ("  cycles equal" if ref["cycles"] == new["cycles"] else
+                                   f"  CYCLES DIFFER: reference {ref['cycles']}")
+    print(f"{name:<22} {new['wall_s']:8.2f} s  peak {new['peak_rss_mb']:7.0f} MB  {new['cycles']:>12} cycles  "
+          f"{new['kernels']} kernels in {new['programs']} programs{ratio}{same}")
+    print(f"{'':<22} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=40)
+    ap.add_argument("--phase", nargs="+", default=["decode", "prefill", "small"], choices=[*PHASES, "small"])
+    ap.add_argument("--reference", help="a git revision to compare against (run from a temporary worktree)")
+    ap.add_argument("--baseline", type=Path, help="a file of earlier figures (--save) to compare against")
+    ap.add_argument("--save", type=Path, help="write this run's figures to FILE")
+    ap.add_argument("--child", choices=[*PHASES, "small"], help=argparse.SUPPRESS)
+    ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        use_checkout(args.root)
+        print(json.dumps(child(args.child, args.layers)))
+        return
+    baseline = json.loads(args.baseline.read_text()) if args.baseline else {}
+    warm_numba(ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_root = Path(tmp) / "reference"
+        if args.reference:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
+                           check=True)
+            warm_numba(ref_root)
+        try:
+            figures = {}
+            for phase in args.phase:
+                layers = 2 if phase == "small" else args.layers
+                name = f"{phase} x{layers} layers"
+                figures[name] = measure(ROOT, phase, layers)
+                ref = measure(ref_root, phase, layers) if args.reference else baseline.get(name)
+                show(name, figures[name], ref)
+        finally:
+            if args.reference:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref_root)], check=True)
+    if args.save:
+        args.save.write_text(json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The result cache (spyre_emu.memo): a cached run equals a fresh one; bad entries are misses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spyre_emu import memo, pipeline
+from spyre_emu.config import load_machine
+from tests.conftest import ROOT
+
+PROGRAM = ROOT / "examples" / "programs" / "mlp_gelu_kernels.json"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")
+    monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
+    memo.clear_memory()
+    yield tmp_path / "results"
+    memo.clear_memory()
+
+
+def _fresh(machine):
+    return pipeline.run(pipeline.load(PROGRAM, machine), machine, cache=False)
+
+
+def _same(a: pipeline.RunResult, b: pipeline.RunResult) -> None:
+    assert a.report.to_json() == b.report.to_json()
+    for name in pipeline.LOG_FIELDS:
+        x, y = getattr(a.log, name), getattr(b.log, name)
+        assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, name
+    assert a.log.instructions == b.log.instructions
+
+
+def _no_simulation(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("simulated although the result was cached")
+    monkeypatch.setattr(pipeline, "simulate", refuse)
+
+
+def test_a_cached_run_equals_a_fresh_one(cache_dir, spyre, monkeypatch):
+    fresh = _fresh(spyre)
+    first = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)  # a miss: simulated, stored
+    assert len(list(cache_dir.rglob("*.pkl"))) == 1
+    memo.clear_memory()
+    _no_simulation(monkeypatch)
+    from_disk = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    from_memory = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    for run in (first, from_disk, from_memory):
+        _same(run, fresh)
+
+
+def test_functional_runs_replay_on_the_cached_log(cache_dir, spyre):
+    fresh = pipeline.run(pipeline.load(PROGRAM, spyre), spyre, functional=True, cache=False)
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    cached = pipeline.run(pipeline.load(PROGRAM, spyre), spyre, functional=True)
+    _same(cached, fresh)
+    assert fresh.outputs.keys() == cached.outputs.keys()
+    for name, array in fresh.outputs.items():
+        assert np.array_equal(array, cached.outputs[name])
+
+
+def test_the_machine_is_part_of_the_key(cache_dir, spyre):
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    other = load_machine(None, ["dram.interleave_bytes=1024"])
+    _same(pipeline.run(pipeline.load(PROGRAM, other), other), _fresh(other))
+    assert len(list(cache_dir.rglob("*.pkl"))) == 2
+
+
+@pytest.mark.parametrize("content", [b"", b"not a pickle", b"\x80\x05\x95garbage"])
+def test_an_unreadable_entry_is_a_miss(cache_dir, spyre, content):
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    [entry] = cache_dir.rglob("*.pkl")
+    entry.write_bytes(content)
+    memo.clear_memory()
+    _same(pipeline.run(pipeline.load(PROGRAM, spyre), spyre), _fresh(spyre))
+    memo.clear_memory()
+    _same(pipeline.run(pipeline.load(PROGRAM, spyre), spyre), _fresh(spyre))  # rewritten, readable again
+
+
+def test_the_cache_can_be_turned_off(cache_dir, spyre, monkeypatch):
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    assert not cache_dir.exists()
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre, cache=False)
+    assert not cache_dir.exists()
+
+
+def test_an_unwritable_directory_only_loses_the_disk_copy(cache_dir, spyre):
+    cache_dir.parent.joinpath("results").write_text("a file where the directory should be")
+    _same(pipeline.run(pipeline.load(PROGRAM, spyre), spyre), _fresh(spyre))

@@ -9,6 +9,7 @@ loader can name the exact key.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 STICK_BYTES = 128  # the unit of every transfer on Spyre (torch-spyre, high confidence)
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "int32": 4, "fp8": 1, "int8": 1}
@@ -198,6 +199,7 @@ class Dram:
     banks: int
     row_bytes: int
     interleave_bytes: int
+    channel_hash: str  # "none": line % channels; "xor": every group of line bits folded into the channel
     page_policy: str
     stick_cycles: int
     t_rcd_cycles: int
@@ -220,11 +222,33 @@ class Dram:
             bad.append(("interleave_bytes", f"must be between {STICK_BYTES} and row_bytes"))
         if self.page_policy not in ("open", "closed"):
             bad.append(("page_policy", "must be \"open\" or \"closed\""))
+        if self.channel_hash not in ("none", "xor"):
+            bad.append(("channel_hash", "must be \"none\" or \"xor\""))
         if self.controllers > self.channels:
             bad.append(("controllers", "cannot exceed channels"))
         if self.t_rfc_cycles >= self.t_refi_cycles:
             bad.append(("t_rfc_cycles", "must be shorter than t_refi_cycles"))
         return bad
+
+    def channel_of(self, addr: Any) -> Any:
+        """The channel of a DRAM address (or an array of them): its interleave line modulo the channels,
+        XORed with every higher group of line bits under ``channel_hash = "xor"`` (a permutation within
+        each run of ``channels`` lines, so a stride of a multiple of ``interleave * channels`` bytes
+        still visits every channel). engine/dram.py computes the same."""
+        line = addr // self.interleave_bytes
+        channel = line % self.channels
+        if self.channel_hash == "xor":
+            for _ in range(self.hash_groups() - 1):
+                line = line // self.channels
+                channel = channel ^ (line % self.channels)
+        return channel
+
+    def hash_groups(self) -> int:
+        """Groups of log2(channels) line bits that an address of device memory can have."""
+        lines, groups = -(-self.size_bytes // self.interleave_bytes), 1
+        while self.channels ** groups < lines:
+            groups += 1
+        return groups
 
     def peak_bytes_per_cycle(self) -> float:
         return self.channels * STICK_BYTES / self.stick_cycles

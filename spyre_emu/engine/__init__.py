@@ -121,9 +121,9 @@ def _deadlock_message(packed, last: int) -> str:
     us = packed.state[2]
     stuck = []
     for u in range(us.shape[0]):
-        if us[u, L.U_PC] >= us[u, L.U_END]:
+        if us[u, L.U_OLDEST] >= us[u, L.U_END]:
             continue
-        ins = packed.instructions[us[u, L.U_PC]]
+        ins = packed.instructions[us[u, L.U_PC] if us[u, L.U_PC] < us[u, L.U_END] else us[u, L.U_OLDEST]]
         if us[u, L.U_WAITTOK] >= 0:
             why = f"waits for token {packed.tokens[us[u, L.U_WAITTOK]]!r}"
         elif us[u, L.U_BLOCK] == L.BLOCK_DATA:

@@ -1,20 +1,22 @@
-"""DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM
-queues.
+"""DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM queues.
 
 Timing contract: bursts of at most ``max_burst_bytes`` that do not cross a burst boundary (nor the
 end of a piece of a strided load or store), split at channel interleave boundaries into requests;
-at most ``max_inflight_bytes`` outstanding per unit. Reads: the request reaches its memory
-controller after one hop latency per hop (requests use no link), waits in the channel's queue, and
-each stick leaves the controller when its data is out, crosses the ring and is written by the
-unit's LX port one per port cycle; the load ends the cycle after its last write. A multicast load
-(``to``: several cores, one DRAM read) sends each stick out of the controller once per ring
-direction that has destinations; the copy is written by each destination's ring receive port (one
-per cycle) as it passes and ends at the farthest. Its in-flight budget counts copies:
-``max_inflight_bytes`` per destination. Writes: sticks leave the LX port one per port cycle, cross
-the ring, and a request joins the channel's write queue when its sticks are all at the controller;
-the store ends when its last write's data is in DRAM. Sends: sticks leave one per cycle, cross the
-ring and are written by the receiving core's ring port one per cycle. The PCIe unit is a DMA unit
-whose port moves a stick every ~2.3 cycles (``pcie_interval_fp``), after a fixed latency."""
+at most ``max_inflight_bytes`` outstanding per unit, over all its instructions under way (a unit
+starts its next instruction once the current one has issued its last request, and ends them in
+order). Reads: the request reaches its memory controller after one hop latency per hop (requests
+use no link), waits in the channel's queue, and each stick leaves the controller when its data is
+out, crosses the ring and is written by the unit's LX port one per port cycle; the load ends the
+cycle after its last write. A multicast load (``to``: several cores, one DRAM read) sends each stick
+out of the controller once per ring direction that has destinations; the copy is written by each
+destination's ring receive port (one per cycle) as it passes and ends at the farthest; every
+``copies`` copies delivered free one stick of budget. Writes: sticks leave the LX port one per port
+cycle, cross the ring, and a request joins the channel's write queue when its sticks are all at the
+controller; the store ends when its last write's data is in DRAM. Sends: sticks leave one per
+cycle, cross the ring and are written by the receiving core's ring port one per cycle. The PCIe unit
+is a DMA unit whose port moves a stick every ~2.3 cycles (``pcie_interval_fp``), after a fixed
+latency.
+"""
 
 from numba import njit
 
@@ -33,8 +35,7 @@ def start_dma_nb(st, u, i, t):
     us[u, L.U_ADDR] = ins[i, L.I_A0]
     us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
     us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
-    us[u, L.U_INFLIGHT] = 0
-    us[u, L.U_LEFT] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
+    st[L.ST_TIMES][L.T_LEFT, i] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
     us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
     return issue_nb(st, u, t + ins[i, L.I_DUR])
 
@@ -69,26 +70,31 @@ def _free_slot_nb(chunk, u, number, slots):
 def issue_nb(st, u, t):
     """Issue the L.DMA's next bursts while its in-flight budget allows."""
     ins, us, cfg, chunk, chan_stop = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
+    if us[u, L.U_ISSUE_LEFT] == 0:  # between instructions
+        return True
     i = us[u, L.U_PC]
-    op, copies = ins[i, L.I_OP], _copies_nb(ins, i)
+    op = ins[i, L.I_OP]
     ok = True
     while us[u, L.U_ISSUE_LEFT] > 0:
         addr = us[u, L.U_ADDR]
         burst = min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
-        if us[u, L.U_INFLIGHT] + burst * copies > cfg[L.C_INFLIGHT] * copies:
+        if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
             break
-        us[u, L.U_INFLIGHT] += burst * copies
+        us[u, L.U_INFLIGHT] += burst
         us[u, L.U_ISSUE_LEFT] -= burst
         us[u, L.U_ADDR] += burst
         us[u, L.U_PIECE_LEFT] -= burst
         if us[u, L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer
             us[u, L.U_ADDR] += ins[i, L.I_A6] - ins[i, L.I_A5]
             us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
+        if us[u, L.U_ISSUE_LEFT] == 0:  # all issued: the next instruction may start
+            us[u, L.U_BUSY] = 0
+            us[u, L.U_PC] += 1
+            ok &= at_nb(st, t, L.EV_TRY, u)
         if op == L.OP_SEND:
             for _ in range(burst // STICK):
                 d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                to_core = ins[us[u, L.U_PC], L.I_A1]
-                ok &= stick_at_nb(st, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, to_core)
+                ok &= stick_at_nb(st, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, i)
             continue
         a = addr
         while a < addr + burst:
@@ -99,6 +105,7 @@ def issue_nb(st, u, t):
             chunk[k, L.K_ADDR] = a
             chunk[k, L.K_STICKS] = n
             chunk[k, L.K_UNIT] = u
+            chunk[k, L.K_INS] = i
             if op == L.OP_LOAD or op == L.OP_D2H:
                 chunk[k, L.K_LEFT] = 0
                 # Payload (unit, request number, slot): a unit's requests reaching a channel in the
@@ -115,16 +122,22 @@ def issue_nb(st, u, t):
 
 
 @njit(cache=True, _nrt=False)
-def delivered_nb(st, u, sticks, done_at, t):
-    """Sticks (or multicast copies) reached their destination: free their budget; the last one ends
-    the transfer."""
-    us = st[L.ST_US]
-    us[u, L.U_INFLIGHT] -= sticks * STICK
-    us[u, L.U_LEFT] -= sticks
+def delivered_nb(st, u, i, sticks, done_at, t):
+    """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
+    the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
+    ins, us, times = st[L.ST_INS], st[L.ST_US], st[L.ST_TIMES]
+    copies = _copies_nb(ins, i)
+    total = ins[i, L.I_A2] // STICK * copies
+    before = (total - times[L.T_LEFT, i]) // copies
+    times[L.T_LEFT, i] -= sticks
+    us[u, L.U_INFLIGHT] -= ((total - times[L.T_LEFT, i]) // copies - before) * STICK
     us[u, L.S_STICKS] += sticks
-    if us[u, L.U_LEFT] == 0:
-        return at_nb(st, done_at, L.EV_DONE, u)
-    return issue_nb(st, u, t)
+    ok = True
+    if times[L.T_LEFT, i] == 0:
+        times[L.T_READY, i] = done_at
+        if i == us[u, L.U_OLDEST]:
+            ok = at_nb(st, done_at, L.EV_DONE, u)
+    return ok and issue_nb(st, u, t)
 
 
 @njit(cache=True, _nrt=False)
@@ -146,15 +159,15 @@ def channel_nb(st, c, t):
     k, is_write = pick_nb(ch, chunk, c)
     if k < 0:
         return True
-    u, sticks = chunk[k, L.K_UNIT], chunk[k, L.K_STICKS]
+    u, sticks, i = chunk[k, L.K_UNIT], chunk[k, L.K_STICKS], chunk[k, L.K_INS]
     data = serve_nb(cfg, ch, bank, chunk[k, L.K_ADDR], sticks, is_write, t)
     chunk[k, L.K_STICKS] = 0  # the slot is free again
     us[u, L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
     ok = True
     if is_write:
-        ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks)
+        ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
-        ok &= _read_out_nb(st, u, c, sticks, data)
+        ok &= _read_out_nb(st, u, i, c, sticks, data)
     if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
         ch[c, L.D_ARMED] = 1
         ok &= at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
@@ -162,20 +175,20 @@ def channel_nb(st, c, t):
 
 
 @njit(cache=True, _nrt=False)
-def _read_out_nb(st, u, c, sticks, data):
-    """A served read's sticks leave the controller one per ``stick_cycles``: to the load's core, or
-    a multicast as one copy each way that has destinations, bound for the farthest of them."""
+def _read_out_nb(st, u, i, c, sticks, data):
+    """A served read's sticks (of instruction ``i``) leave the controller one per ``stick_cycles``: to
+    the load's core, or a multicast as one copy each way that has destinations, bound for the farthest."""
     ins, us, cfg, src = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHAN_STOP][c]
-    mask = ins[us[u, L.U_PC], L.I_A3] if ins[us[u, L.U_PC], L.I_OP] == L.OP_LOAD else 0
+    mask = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_LOAD else 0
     cw, ccw = legs_nb(cfg, src, mask)
     ok = True
     for s in range(sticks):
         leave = data + (s + 1) * cfg[L.C_STICK_CYC]
         if mask == 0:
-            ok &= stick_at_nb(st, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, 0)
+            ok &= stick_at_nb(st, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, i)
         for far in (cw, ccw):
             if far >= 0:
-                ok &= stick_at_nb(st, leave, src, far, u, L.ROLE_MCAST, mask)
+                ok &= stick_at_nb(st, leave, src, far, u, L.ROLE_MCAST, i)
     return ok
 
 
@@ -183,12 +196,12 @@ def _read_out_nb(st, u, c, sticks, data):
 def stick_nb(st, stop, dst, u, role, x, t):
     """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller). A
     multicast copy is written by each destination's ring receive port as it passes, then goes on."""
-    us, chunk, rx_port = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT]
+    us, chunk, rx_port, ins = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT], st[L.ST_INS]
     if role == L.ROLE_MCAST:
         ok = True
-        if (x >> stop) & 1:
+        if (ins[x, L.I_A3] >> stop) & 1:
             core = us[st[L.ST_STOPS][stop, L.R_INJ0], L.U_CORE]
-            ok = delivered_nb(st, u, 1, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
+            ok = delivered_nb(st, u, x, 1, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
         if stop != dst:
             ok &= travel_nb(st, stop, dst, u, role, x, t)
         return ok
@@ -202,5 +215,5 @@ def stick_nb(st, stop, dst, u, role, x, t):
     if role == L.ROLE_READ:
         w = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
     else:
-        w = _port_nb(rx_port, x, L.FP_ONE, t)
-    return delivered_nb(st, u, 1, w + 1, t)
+        w = _port_nb(rx_port, ins[x, L.I_A1], L.FP_ONE, t)
+    return delivered_nb(st, u, x, 1, w + 1, t)

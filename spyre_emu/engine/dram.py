@@ -27,7 +27,14 @@ from . import layout as L
 
 @njit(cache=True, _nrt=False, inline="always")
 def channel_of_nb(cfg, addr):
-    return (addr // cfg[L.C_INTERLEAVE]) % cfg[L.C_CHANNELS]
+    """The interleave line modulo the channels, XORed with each higher group of line bits when
+    ``C_HASH_GROUPS`` > 1 (``Dram.channel_of``)."""
+    line = addr // cfg[L.C_INTERLEAVE]
+    channel = line % cfg[L.C_CHANNELS]
+    for _ in range(cfg[L.C_HASH_GROUPS] - 1):
+        line //= cfg[L.C_CHANNELS]
+        channel ^= line % cfg[L.C_CHANNELS]
+    return channel
 
 
 @njit(cache=True, _nrt=False)

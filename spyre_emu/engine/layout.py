@@ -18,9 +18,12 @@ OP_LOAD, OP_STORE, OP_SEND, OP_LX2FIFO, OP_FIFO2LX, OP_MATMUL, OP_SFU, OP_H2D, O
 # and the unit's statistics (the last columns, copied into the event log).
 (U_PC, U_END, U_BUSY, U_STOP, U_CORE, U_CORELET, U_PORT_FP, U_INTERVAL_FP,
  U_WAITTOK, U_WAITSINCE, U_BLOCK, U_BLOCKSINCE,
- U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK, U_PIECE_LEFT,
- S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(26)
-U_COLS = 26
+ U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK, U_PIECE_LEFT, U_OLDEST, U_LASTEND,
+ S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(28)
+U_COLS = 28
+# U_PC is the instruction a unit runs or will start next; U_OLDEST the oldest not yet ended. They
+# differ only on DMA units, which start an instruction once the previous one has issued its last
+# request (their descriptors queue) and end them in order.
 STAT_FIRST = S_BUSY
 
 # Block reasons of a streaming unit.
@@ -29,8 +32,8 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
 # Machine parameters ``cfg[:]``.
 (C_HOP, C_BURST, C_INFLIGHT, C_INTERLEAVE, C_CHANNELS, C_BANKS, C_ROW, C_STICK_CYC,
  C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
- C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN) = range(24)
-C_COLS = 24
+ C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS) = range(25)
+C_COLS = 25
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;
@@ -54,23 +57,25 @@ L_COLS = 3
 
 # DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
 # (writes), address, size (0: a free slot), issuing unit, next request in its channel queue.
-K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT = range(5)
-K_COLS = 5
+K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS = range(6)
+K_COLS = 6
 
 # Events ``ev[slot, :]``.
 E_TIME, E_SEQ, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(9)
 E_COLS = 9
 EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL = range(8)
 
-# Roles of a stick on the ring. A multicast read copy carries its load's destination stop mask.
+# Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written
+# sticks their request slot.
 ROLE_READ, ROLE_WRITE, ROLE_SEND, ROLE_MCAST = range(4)
 
 # Run status returned by the loop (RUNNING: its event budget is spent, call it again).
 STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL, STATUS_RUNNING = range(5)
 
-# Per-instruction rows of ``times``: start, end, first FIFO push, cycles stalled on FIFO data and room.
-T_START, T_END, T_FIRST_PUSH, T_STALL_DATA, T_STALL_ROOM = range(5)
-T_ROWS = 5
+# Per-instruction rows of ``times``: start, end, first FIFO push, cycles stalled on FIFO data and room;
+# a DMA's sticks (copies) still to deliver and when its last is written.
+T_START, T_END, T_FIRST_PUSH, T_STALL_DATA, T_STALL_ROOM, T_LEFT, T_READY = range(7)
+T_ROWS = 7
 
 # Members of the state tuple ``st`` that ``pack`` builds and every jitted function receives.
 (ST_INS, ST_TOKS, ST_US, ST_TOK, ST_CFG, ST_CH, ST_BANK, ST_FIFO, ST_LINK, ST_CHUNK, ST_CHAN_STOP,

@@ -6,7 +6,9 @@ every token it waits on has been signalled (each wait consumes one signal); it e
 when its last stick has landed, and then signals its tokens. Nothing ticks: time jumps
 from event to event. ``st`` is the tuple of state arrays built by ``pack``.
 PT passes and SFU ops on LX operands take the fixed duration ``pack`` computed;
-DMA timing is in dma.py, FIFO streaming in fifo.py.
+DMA timing is in dma.py, FIFO streaming in fifo.py. A DMA unit starts its next instruction once the
+current one has issued its last request (descriptors queue, sharing the in-flight budget) and ends
+its instructions in order.
 """
 
 from numba import njit
@@ -48,15 +50,33 @@ def _try_start_nb(st, u, t):
 
 @njit(cache=True, _nrt=False)
 def _finish_nb(st, u, t):
-    """End the unit's current instruction: record, signal its tokens, start the next."""
-    ins, toks, us, tok, order = st[L.ST_INS], st[L.ST_TOKS], st[L.ST_US], st[L.ST_TOK], st[L.ST_ORDER]
-    i = us[u, L.U_PC]
-    st[L.ST_TIMES][1, i] = t
+    """End the unit's oldest instruction: record, signal its tokens. A DMA unit then ends its next one
+    too if that one is already delivered (in order; it started when this one was issued); any other
+    unit starts its next instruction."""
+    ins, us, order, times = st[L.ST_INS], st[L.ST_US], st[L.ST_ORDER], st[L.ST_TIMES]
+    i = us[u, L.U_OLDEST]
+    times[L.T_END, i] = t
     order[i] = order[-1]
     order[-1] += 1
-    us[u, L.S_BUSY] += t - st[L.ST_TIMES][0, i]
+    us[u, L.S_BUSY] += t - max(times[L.T_START, i], us[u, L.U_LASTEND])
+    us[u, L.U_LASTEND] = t
+    us[u, L.U_OLDEST] += 1
+    ok = _signal_nb(st, i, t)
+    op = ins[i, L.I_OP]
+    if op <= L.OP_SEND or op >= L.OP_H2D:
+        j = us[u, L.U_OLDEST]
+        if j < us[u, L.U_PC] and times[L.T_LEFT, j] == 0:
+            ok &= at_nb(st, max(t, times[L.T_READY, j]), L.EV_DONE, u)
+        return ok
     us[u, L.U_BUSY] = 0
     us[u, L.U_PC] += 1
+    return ok and _try_start_nb(st, u, t)
+
+
+@njit(cache=True, _nrt=False)
+def _signal_nb(st, i, t):
+    """Instruction ``i`` ended at ``t``: count up its tokens and wake the units waiting on them."""
+    ins, toks, us, tok = st[L.ST_INS], st[L.ST_TOKS], st[L.ST_US], st[L.ST_TOK]
     ok = True
     for s in range(ins[i, L.I_S0], ins[i, L.I_S1]):
         k = toks[s]
@@ -65,7 +85,7 @@ def _finish_nb(st, u, t):
             if us[w, L.U_WAITTOK] == k:
                 us[w, L.U_WAITTOK] = -1
                 ok &= at_nb(st, t, L.EV_TRY, w)
-    return ok and _try_start_nb(st, u, t)
+    return ok
 
 
 @njit(cache=True, _nrt=False)
@@ -89,7 +109,7 @@ def run_nb(st, now, budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
             for u in range(us.shape[0]):
-                if us[u, L.U_PC] < us[u, L.U_END]:
+                if us[u, L.U_OLDEST] < us[u, L.U_END]:
                     return L.STATUS_DEADLOCK, now
             return L.STATUS_DONE, now
         t, kind = ev[slot, L.E_TIME], ev[slot, L.E_KIND]
@@ -104,7 +124,7 @@ def run_nb(st, now, budget):
         elif kind == L.EV_CHANNEL:
             ok = channel_nb(st, p0, t)
         elif kind == L.EV_WRITE_ACK:
-            ok = delivered_nb(st, p0, p1, t, t)
+            ok = delivered_nb(st, p0, p2, p1, t, t)
         elif kind == L.EV_STEP:
             ok = step_nb(st, p0, t)
         elif kind == L.EV_FIFO_VIS:

@@ -72,6 +72,7 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     for (core, unit), stream in program.streams.items():
         u = unit_index(machine, core, unit)
         us[u, L.U_PC], us[u, L.U_END] = len(rows), len(rows) + len(stream)
+        us[u, L.U_OLDEST] = us[u, L.U_PC]
         for item in stream:
             key = (item.op, *item.args.items())
             row = per_op.get(key)
@@ -90,6 +91,7 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
                    max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops
+    state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
     return Packed(state, instructions, names, tokens)
 
 

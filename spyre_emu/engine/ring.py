@@ -94,8 +94,9 @@ def travel_nb(st, stop, dst, u, role, x, t):
         link[lk, L.L_WAIT] += depart - t
         us[u, L.S_STALL_LINK] += depart - t
         stop, t = (stop + step) % n, depart + cfg[L.C_HOP]
-        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
-                or (role == L.ROLE_MCAST and (x >> stop) & 1) or t >= _injection_horizon_nb(st, stop, now)):
+        drops = role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1  # a multicast copy lands here
+        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0 or drops
+                or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:
                 pending[2 * stop + d] += 1
             return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)

@@ -143,14 +143,12 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
     a_lx, b_lx = plan.buffers(n)
     by_unit = _by_unit([(g, r) for g in range(groups) for r in range(0, rows, plan.rows_per_pass)])
     if piece.a_feed:
-        loads = [item for s in range(n_k)
-                 for item in _load(core, ops.names[0], ops.a(s0 + s, m0, rows), a_lx + s * plan.rows * STICK_BYTES,
-                                   piece.a_feed)]
+        a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * plan.rows * STICK_BYTES) for s in range(n_k)]
+        loads = _load(core, ops.names[0], a_tile, piece.a_feed)
         _handshake(plan, n, f"A{core.core}", loads, piece.a_feed, list(by_unit))
     if piece.b_feed:
-        loads = [item for g in range(groups)
-                 for item in _load(core, ops.names[1], ops.b(g0 + g, s0 * 64, k_rows),
-                                   b_lx + g * plan.chunk * 64 * STICK_BYTES, piece.b_feed)]
+        b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * plan.chunk * 64 * STICK_BYTES) for g in range(groups)]
+        loads = _load(core, ops.names[1], b_tile, piece.b_feed)
         _handshake(plan, n, f"B{core.core}", loads, piece.b_feed, list(by_unit))
     work: dict[str, list[Item]] = {}
     for unit, mine in by_unit.items():
@@ -165,8 +163,18 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
     return work
 
 
-def _load(core: CoreStreams, tensor: str, runs: Runs, lx: int, feed: tuple[int, ...]) -> list[Item]:
-    items = core.dma("load", tensor, runs, lx)
+def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:
+    """Load a tile's pieces (runs of sticks, each to its LX address) into every core of ``feed``; pieces
+    that follow one another in LX go in one call, so their runs can form one strided descriptor."""
+    items: list[Item] = []
+    runs, lx, end = [], 0, None
+    for piece_runs, at in [*tile, ([], -1)]:
+        if at != end and runs:
+            items += core.dma("load", tensor, runs, lx)
+            runs = []
+        if not runs:
+            lx = at
+        runs, end = runs + piece_runs, at + sum(n for _, n in piece_runs) * STICK_BYTES
     if feed != (core.core,):
         for item in items:
             item["to"] = list(feed)

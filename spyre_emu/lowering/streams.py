@@ -53,13 +53,32 @@ class CoreStreams:
         self.readers[q] = stores[-1:] or [work[u][-1] for u in users]
 
     def dma(self, unit: str, tensor: str, piece: Runs, lx: int) -> list[Item]:
-        """Move a chunk's runs of device sticks between DRAM buffer ``tensor`` and LX at ``lx``."""
+        """Move a chunk's runs of device sticks between DRAM buffer ``tensor`` and LX at ``lx``: one
+        instruction per pattern of equal runs at a constant stride (a strided descriptor)."""
         items, pos = [], 0
-        for start, n in piece:
-            items.append(self.add(unit, {"op": unit, "dram": f"{tensor}+{start * STICK_BYTES}",
-                                         "lx": lx + pos * STICK_BYTES, "bytes": n * STICK_BYTES}))
-            pos += n
+        for start, n, count, stride in patterns(piece):
+            item = {"op": unit, "dram": f"{tensor}+{start * STICK_BYTES}", "lx": lx + pos * STICK_BYTES,
+                    "bytes": count * n * STICK_BYTES}
+            if count > 1:
+                item.update(piece=n * STICK_BYTES, stride=stride * STICK_BYTES)
+            items.append(self.add(unit, item))
+            pos += count * n
         return items
+
+
+def patterns(runs: Runs) -> list[tuple[int, int, int, int]]:
+    """Runs as (first stick, sticks per run, runs, stride): each the longest stretch of runs of one
+    length whose starts step by one stride (greater than the length: runs never touch)."""
+    out: list[tuple[int, int, int, int]] = []
+    for start, n in runs:
+        if out:
+            first, size, count, stride = out[-1]
+            step = start - (first + (count - 1) * stride)
+            if size == n and (count == 1 and step > n or count > 1 and step == stride):
+                out[-1] = (first, size, count + 1, step)
+                continue
+        out.append((start, n, 1, 0))
+    return out
 
 
 def chunks(runs: Runs, size: int) -> list[Runs]:

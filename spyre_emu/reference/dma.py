@@ -15,16 +15,19 @@ on DRAM is cut again at ``interleave_bytes`` boundaries into requests, one per c
   receiving core's ring port.
 - multicast load (``to``): one read; each stick leaves the controller once per direction with
   destinations, bound for the farthest, and is written by each destination's ring port as it
-  passes. The budget counts copies (``max_inflight_bytes`` per destination).
+  passes. Every ``copies`` copies delivered free one stick of the budget.
 
 A stick is delivered when it reaches its destination stop (a write request when its data is
 written); the instruction ends the cycle after its last LX write (writes: when the last request's
-data is in DRAM). The PCIe unit issues its first bursts ``latency_cycles`` late.
+data is in DRAM), and not before the unit's previous instruction. The unit starts its next
+instruction once this one has issued its last request. The PCIe unit issues its first bursts
+``latency_cycles`` late.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections import deque
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import simpy
@@ -50,55 +53,77 @@ class Fabric:
     rx_ports: list[Port]       # each core's ring receive port
 
 
-class DmaUnit:
-    def __init__(self, fabric: Fabric, unit: int, stop: int, port: Port, latency: int = 0):
-        self.fabric, self.env, self.unit, self.stop = fabric, fabric.env, unit, stop
-        self.port, self.latency = port, latency
-        self.requests = 0   # requests issued so far: their place in the canonical order
-        # The transfer under way: its op, where issue has got to, bytes outstanding, sticks to deliver.
-        self.op, self.to_core, self.to = "", -1, ()
-        self.addr = self.to_issue = self.inflight = self.left = 0
-        self.piece = self.stride = self.piece_left = 0
-        self.finished = Wake(self.env)
+@dataclass
+class Transfer:
+    """One DMA instruction from its start to its end: what it moves where, and what is still to land."""
 
-    def run(self, ins: Instruction) -> Generator:
-        """Move the instruction's bytes; returns at its END event."""
-        a = ins.args
-        self.op, self.to_core, self.to = ins.op, a.get("to_core", -1), tuple(a.get("to", ()))
-        self.addr = a["lx"] if ins.op == "send" else a["dram"]
-        self.piece = self.piece_left = a.get("piece", a["bytes"])
-        self.stride = a.get("stride", self.piece)
-        self.to_issue, self.inflight, self.left = a["bytes"], 0, a["bytes"] // STICK_BYTES * self.copies
-        self.finished = Wake(self.env)
-        self._issue(self.env.now + self.latency)
-        yield self.finished
+    index: int                          # its place in the program (the engine's instruction number)
+    ins: Instruction
+    left: int                           # sticks (multicast: copies) still to deliver
+    ended: Callable[[int], None]        # records its end and signals its tokens
+    ready: int = -1                     # when its last stick was written
+
+    @property
+    def to(self) -> tuple[int, ...]:
+        return tuple(self.ins.args.get("to", ()))
 
     @property
     def copies(self) -> int:
         """Copies of each stick the transfer delivers (a multicast: one per destination)."""
         return max(1, len(self.to))
 
+
+class DmaUnit:
+    """Starts a transfer once the previous one has issued its last request (its descriptor queues
+    behind it, sharing the in-flight budget), and ends transfers in order."""
+
+    def __init__(self, fabric: Fabric, unit: int, stop: int, port: Port, latency: int = 0):
+        self.fabric, self.env, self.unit, self.stop = fabric, fabric.env, unit, stop
+        self.port, self.latency = port, latency
+        self.requests = 0   # requests issued so far: their place in the canonical order
+        self.inflight = 0   # bytes outstanding, over every transfer under way
+        self.queue: deque[Transfer] = deque()  # started and not yet ended, oldest first
+        # The transfer being issued: where issue has got to.
+        self.current: Transfer | None = None
+        self.addr = self.to_issue = self.piece = self.stride = self.piece_left = 0
+        self.issued = Wake(self.env)
+
+    def run(self, ins: Instruction, index: int, ended: Callable[[int], None]) -> Generator:
+        """Start the instruction; returns once its last request is issued. ``ended`` runs at its END."""
+        a = ins.args
+        self.current = Transfer(index, ins, a["bytes"] // STICK_BYTES * max(1, len(a.get("to", ()))), ended)
+        self.queue.append(self.current)
+        self.addr = a["lx"] if ins.op == "send" else a["dram"]
+        self.piece = self.piece_left = a.get("piece", a["bytes"])
+        self.stride = a.get("stride", self.piece)
+        self.to_issue = a["bytes"]
+        self.issued = Wake(self.env)
+        self._issue(self.env.now + self.latency)
+        yield self.issued
+
     def _issue(self, cycle: int) -> None:
-        machine = self.fabric.machine
+        machine, tr = self.fabric.machine, self.current
         burst_bytes, budget = machine.dma.max_burst_bytes, machine.dma.max_inflight_bytes
         while self.to_issue:
             burst = min(self.piece_left, burst_bytes - self.addr % burst_bytes)
-            if self.inflight + burst * self.copies > budget * self.copies:
+            if self.inflight + burst > budget:
                 return
-            self.inflight += burst * self.copies
-            if self.op == "send":
+            self.inflight += burst
+            if tr.ins.op == "send":
                 for _ in range(burst // STICK_BYTES):
-                    self.env.process(self._send_stick(self.port.take(cycle)))
+                    self.env.process(self._send_stick(tr, self.port.take(cycle)))
             else:
-                self._issue_requests(self.addr, burst, cycle)
+                self._issue_requests(tr, self.addr, burst, cycle)
             self.addr += burst
             self.to_issue -= burst
             self.piece_left -= burst
             if not self.piece_left:  # a strided transfer's next piece
                 self.addr += self.stride - self.piece
                 self.piece_left = self.piece
+            if not self.to_issue:  # all issued: the unit may start its next instruction
+                self.issued.fire(cycle, Kind.START, self.unit)
 
-    def _issue_requests(self, addr: int, nbytes: int, cycle: int) -> None:
+    def _issue_requests(self, tr: Transfer, addr: int, nbytes: int, cycle: int) -> None:
         d = self.fabric.machine.dram
         end = addr + nbytes
         while addr < end:
@@ -106,46 +131,44 @@ class DmaUnit:
             channel = channel_of(d, addr)
             number = self.requests
             self.requests += 1
-            if self.op in ("load", "d2h"):
+            if tr.ins.op in ("load", "d2h"):
                 hops = self.fabric.ring.hops(self.stop, self.fabric.channel_stops[channel])
                 arrive = cycle + hops * self.fabric.machine.ring.hop_latency_cycles
-                self.env.process(self._read(addr, piece // STICK_BYTES, channel, number, arrive))
+                self.env.process(self._read(tr, addr, piece // STICK_BYTES, channel, number, arrive))
             else:
                 request = Request(addr, piece // STICK_BYTES, True, self.env.event())
                 for _ in range(request.sticks):
-                    self.env.process(self._write_stick(self.port.take(cycle), request, channel, number))
+                    self.env.process(self._write_stick(tr, self.port.take(cycle), request, channel, number))
             addr += piece
 
-    def _read(self, addr: int, sticks: int, channel: int, number: int, arrive: int) -> Generator:
+    def _read(self, tr: Transfer, addr: int, sticks: int, channel: int, number: int, arrive: int) -> Generator:
         yield At(self.env, arrive, Kind.REQUEST, self.unit, number)
         request = Request(addr, sticks, False, self.env.event())
         self.fabric.channels[channel].enqueue(request)
         data = yield request.served
         src = self.fabric.channel_stops[channel]
-        dsts = [self.fabric.core_stops[c] for c in self.to]
+        dsts = [self.fabric.core_stops[c] for c in tr.to]
         legs = self.fabric.machine.ring.multicast_legs(src, dsts)
         for s in range(sticks):
             leave = data + (s + 1) * self.fabric.machine.dram.stick_cycles
-            if not self.to:
-                self.env.process(self._read_stick(leave, src))
+            if not tr.to:
+                self.env.process(self._read_stick(tr, leave, src))
             for far in legs:
-                self.env.process(self._multicast_stick(leave, src, far, dsts))
+                self.env.process(self._multicast_stick(tr, leave, src, far, dsts))
 
-    def _read_stick(self, leave: int, src: int) -> Generator:
-        yield from self.fabric.ring.carry(leave, src, self.stop, self.unit, Role.READ, 0)
-        self._delivered(1, self.port.take(self.env.now) + 1)
+    def _read_stick(self, tr: Transfer, leave: int, src: int) -> Generator:
+        yield from self.fabric.ring.carry(leave, src, self.stop, self.unit, Role.READ, tr.index)
+        self._delivered(tr, 1, self.port.take(self.env.now) + 1)
 
-    def _multicast_stick(self, leave: int, src: int, far: int, dsts: list[int]) -> Generator:
-        mask = sum(1 << d for d in dsts)
-
+    def _multicast_stick(self, tr: Transfer, leave: int, src: int, far: int, dsts: list[int]) -> Generator:
         def write(stop: int) -> None:
             if stop in dsts:
                 core = self.fabric.core_stops.index(stop)
-                self._delivered(1, self.fabric.rx_ports[core].take(self.env.now) + 1)
+                self._delivered(tr, 1, self.fabric.rx_ports[core].take(self.env.now) + 1)
 
-        yield from self.fabric.ring.carry(leave, src, far, self.unit, Role.MCAST, mask, write)
+        yield from self.fabric.ring.carry(leave, src, far, self.unit, Role.MCAST, tr.index, write)
 
-    def _write_stick(self, leave: int, request: Request, channel: int, number: int) -> Generator:
+    def _write_stick(self, tr: Transfer, leave: int, request: Request, channel: int, number: int) -> Generator:
         dst = self.fabric.channel_stops[channel]
         yield from self.fabric.ring.carry(leave, self.stop, dst, self.unit, Role.WRITE, number)
         request.arrived += 1
@@ -154,19 +177,31 @@ class DmaUnit:
         self.fabric.channels[channel].enqueue(request)
         data = yield request.served
         written = data + request.sticks * self.fabric.machine.dram.stick_cycles
-        yield At(self.env, written, Kind.WRITTEN, self.unit, request.sticks)
-        self._delivered(request.sticks, self.env.now)
+        yield At(self.env, written, Kind.WRITTEN, self.unit, request.sticks, tr.index)
+        self._delivered(tr, request.sticks, self.env.now)
 
-    def _send_stick(self, leave: int) -> Generator:
-        dst = self.fabric.core_stops[self.to_core]
-        yield from self.fabric.ring.carry(leave, self.stop, dst, self.unit, Role.SEND, self.to_core)
-        self._delivered(1, self.fabric.rx_ports[self.to_core].take(self.env.now) + 1)
+    def _send_stick(self, tr: Transfer, leave: int) -> Generator:
+        to_core = tr.ins.args["to_core"]
+        dst = self.fabric.core_stops[to_core]
+        yield from self.fabric.ring.carry(leave, self.stop, dst, self.unit, Role.SEND, tr.index)
+        self._delivered(tr, 1, self.fabric.rx_ports[to_core].take(self.env.now) + 1)
 
-    def _delivered(self, sticks: int, done: int) -> None:
-        """Sticks reached their destination: free their budget; the last one ends the transfer."""
-        self.inflight -= sticks * STICK_BYTES
-        self.left -= sticks
-        if self.left == 0:
-            self.finished.fire(done, Kind.END, self.unit)
-        else:
-            self._issue(self.env.now)
+    def _delivered(self, tr: Transfer, sticks: int, done: int) -> None:
+        """Sticks reached their destination: free their budget; the last one ends the transfer at
+        ``done`` once every earlier transfer has ended."""
+        total = tr.ins.args["bytes"] // STICK_BYTES * tr.copies
+        before = (total - tr.left) // tr.copies
+        tr.left -= sticks
+        self.inflight -= ((total - tr.left) // tr.copies - before) * STICK_BYTES
+        if tr.left == 0:
+            tr.ready = done
+            if tr is self.queue[0]:
+                self.env.process(self._end(done))
+        self._issue(self.env.now)
+
+    def _end(self, cycle: int) -> Generator:
+        """The oldest transfer ends at ``cycle``; the next, if already delivered, ends after it."""
+        yield At(self.env, cycle, Kind.END, self.unit)
+        self.queue.popleft().ended(self.env.now)
+        if self.queue and self.queue[0].left == 0:
+            self.env.process(self._end(max(self.env.now, self.queue[0].ready)))

@@ -22,8 +22,8 @@ from .order import At, Kind
 
 
 def channel_of(d: Dram, addr: int) -> int:
-    """Addresses interleave over the channels every ``interleave_bytes``."""
-    return (addr // d.interleave_bytes) % d.channels
+    """Addresses interleave over the channels every ``interleave_bytes`` (hashed: ``Dram.channel_of``)."""
+    return d.channel_of(addr)
 
 
 @dataclass

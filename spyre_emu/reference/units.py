@@ -1,8 +1,8 @@
 """Units: each runs its instruction stream in order, as one simpy process.
 
-An instruction starts when the previous one on its unit has ended and every token it
-waits on is there; it ends at its END event and then signals its tokens, and the unit at
-once tries its next instruction (within the same event, so before the units it woke).
+An instruction starts when the previous one on its unit has ended (on a DMA unit: has issued its
+last request) and every token it waits on is there; it ends at its END event and then signals its
+tokens, and the unit at once tries its next instruction (within the same event, so before the units it woke).
 All units first try at cycle 0. PT passes and SFU ops on LX operands last a fixed number
 of cycles; FIFO ops stream (fifo.py); DMA ops move sticks (dma.py).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 
 from ..config import STICK_BYTES
 from ..unit_program import Instruction
@@ -39,10 +40,17 @@ def unit_process(card: Card, core: int, unit: str, instructions: list[tuple[int,
         while not tokens.take(ins.wait):
             yield tokens.wait(ins.wait, number)
         times.start[index] = env.now
-        yield from dma.run(ins) if dma is not None else _compute(card, number, ins)
-        times.end[index] = env.now
-        for name in ins.signal:
-            tokens.signal(name)
+        if dma is not None:  # returns once issued; the transfer ends later, in order
+            yield from dma.run(ins, index, partial(_ended, times, tokens, index, ins))
+            continue
+        yield from _compute(card, number, ins)
+        _ended(times, tokens, index, ins, env.now)
+
+
+def _ended(times: Times, tokens, index: int, ins: Instruction, cycle: int) -> None:
+    times.end[index] = cycle
+    for name in ins.signal:
+        tokens.signal(name)
 
 
 def _compute(card: Card, number: int, ins: Instruction) -> Generator:

@@ -3,7 +3,7 @@
 The engine counts sticks per ring link for the whole run only. Reports need them per kernel
 and over time, so this module retraces every transfer's route from its addresses and the
 ring's geometry, with the engine's rules: a stick at DRAM address ``a`` is served by channel
-``(a // interleave_bytes) % channels`` at its controller's ring stop (engine/dma.py), and a
+``Dram.channel_of(a)`` at its controller's ring stop (engine/dma.py), and a
 stick takes the shorter way round, ties clockwise (engine/ring.py), and a multicast stick goes
 once each way to its farthest destination (``Ring.multicast_legs``). The per-link sums equal
 the engine's counters exactly, which tests/results/test_report.py checks on every example.
@@ -75,15 +75,16 @@ class _Geometry:
     """Ring stops of the units and of each DRAM channel; routes between stops.
 
     Programs repeat transfer shapes, so each shape's links are worked out once: the channels a
-    DRAM range touches repeat every ``interleave * channels`` bytes, so a transfer's links depend
-    only on its direction, its unit's stop, its address modulo that period and its size."""
+    DRAM range touches repeat every ``interleave * channels`` bytes (unhashed; hashed, the whole
+    address counts), so a transfer's links depend only on its direction, its unit's stop, its
+    address modulo that period, its size and pattern."""
 
     def __init__(self, machine: Machine) -> None:
         d = machine.dram
         per_mc = d.channels // d.controllers
         self.channel_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)])
         self.interleave, self.channels = d.interleave_bytes, d.channels
-        self.period = d.interleave_bytes * d.channels
+        self.period = d.interleave_bytes * d.channels if d.channel_hash == "none" else d.size_bytes
         self.stops = len(machine.ring.stops)
         self.machine = machine
         self.shapes: list[tuple[tuple[int, int], ...]] = [()]  # per shape: (link, sticks) rows; 0 moves nothing
@@ -124,7 +125,7 @@ class _Geometry:
         each channel's controller to the farthest destination each way."""
         pieces = dram_pieces({"dram": at, "bytes": nbytes, "piece": piece, "stride": stride})
         addrs = np.concatenate([np.arange(addr, addr + n, STICK_BYTES) for addr, n in pieces])
-        per_channel = np.bincount((addrs // self.interleave) % self.channels, minlength=self.channels)
+        per_channel = np.bincount(self.machine.dram.channel_of(addrs), minlength=self.channels)
         ends = []
         for channel in np.flatnonzero(per_channel):
             mc, sticks = int(self.channel_stop[channel]), int(per_channel[channel])

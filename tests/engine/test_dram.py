@@ -5,6 +5,8 @@ interleaved every 256 B; 2 banks; 1 KB rows; one stick = 4 cycles on a channel;
 tRCD 10, tRL 5, tWL 3, tRP 7, tRAS 20, tWR 6, tWTR 4, tRTW 2.
 A load: request reaches the controller after 2 hops (4 cycles); served; each stick
 leaves the controller when its data is out; 2 hops back (4 cycles); LX write; done +1.
+A load unit starts its next load once the previous one has issued its requests; ``_chain`` makes
+each load wait for the previous one's end instead, so the tests see one load's DRAM timing at a time.
 """
 
 REQ = 4  # request path core0 -> mc0
@@ -13,6 +15,15 @@ BACK = 4  # data path mc0 -> core0
 
 def _load(addr, nbytes=128, **extra):
     return {"op": "load", "dram": addr, "lx": 0, "bytes": nbytes, **extra}
+
+
+def _chain(*loads):
+    """The loads one after another: each waits for the previous one to end."""
+    out = [dict(load) for load in loads]
+    for k in range(1, len(out)):
+        out[k - 1]["signal"] = [*out[k - 1].get("signal", []), f"after{k}"]
+        out[k]["wait"] = [*out[k].get("wait", []), f"after{k}"]
+    return out
 
 
 def _address(tiny, bank_row_index):
@@ -31,9 +42,18 @@ def test_row_miss_on_closed_bank(tiny, run_units):
 
 def test_row_hit(tiny, run_units):
     # Second load starts at 28, request at 32, row open: column at 32, data 37..41, back 45, done 46.
-    log = run_units(tiny, {0: {"load": [_load(0), _load(128)]}})
+    log = run_units(tiny, {0: {"load": _chain(_load(0), _load(128))}})
     assert log.end.tolist() == [28, 46]
     assert int(log.channel_stats[0, 3]) == 1  # one row hit
+
+
+def test_queued_loads_overlap(tiny, run_units):
+    """Unchained, the second load starts at 0, once the first has issued its one request: both requests
+    reach channel 0 at 4, in issue order. The first's data 19..23; the second is a row hit, column at
+    max(4, data start - tRL = 14), data after the bus at 23..27, back at 31, done 32."""
+    log = run_units(tiny, {0: {"load": [_load(0), _load(128)]}})
+    assert log.start.tolist() == [0, 0]
+    assert log.end.tolist() == [28, 32]
 
 
 def test_row_conflict(tiny, run_units):
@@ -42,7 +62,7 @@ def test_row_conflict(tiny, run_units):
     Request at 32; PRE at max(32, ACT 4 + tRAS 20) = 32, ACT 39, column 49, data 54..58,
     back at 62, done 63.
     """
-    log = run_units(tiny, {0: {"load": [_load(0), _load(_address(tiny, 3))]}})
+    log = run_units(tiny, {0: {"load": _chain(_load(0), _load(_address(tiny, 3)))}})
     assert log.end.tolist() == [28, 63]
     assert int(log.channel_stats[0, 5]) == 1  # one conflict
 
@@ -51,7 +71,7 @@ def test_row_conflict_without_writes_needs_no_write_recovery(tiny_with, run_unit
     """As test_row_conflict with tWR 40 (> tRAS): the bank was never written, so the PRE is
     still at max(32, ACT 4 + tRAS 20) = 32, not at tWR = 40: done 63."""
     machine = tiny_with("dram.t_wr_cycles=40")
-    log = run_units(machine, {0: {"load": [_load(0), _load(_address(machine, 3))]}})
+    log = run_units(machine, {0: {"load": _chain(_load(0), _load(_address(machine, 3)))}})
     assert log.end.tolist() == [28, 63]
 
 
@@ -83,7 +103,7 @@ def test_refresh_closes_rows_and_blocks(tiny_with, run_units):
     and closed the row, so the request is a miss after it: ACT 50, column 60, data 65..69,
     back at 73, done 74."""
     machine = tiny_with("dram.t_refi_cycles=30", "dram.t_rfc_cycles=20")
-    log = run_units(machine, {0: {"load": [_load(0), _load(128)]}})
+    log = run_units(machine, {0: {"load": _chain(_load(0), _load(128))}})
     assert log.end.tolist() == [28, 74]
     assert int(log.channel_stats[0, 6]) == 1
 
@@ -105,5 +125,5 @@ def test_same_cycle_requests_of_one_unit_queue_in_issue_order(tiny_with, run_uni
     """
     machine = tiny_with("dram.channels=1", "dram.row_bytes=256", "dma.max_burst_bytes=1024",
                         "dma.max_inflight_bytes=1024")
-    log = run_units(machine, {0: {"load": [_load(0)] * 7 + [_load(0, 1024)]}})
+    log = run_units(machine, {0: {"load": _chain(*[_load(0)] * 7, _load(0, 1024))}})
     assert log.end.tolist() == [28 + 18 * k for k in range(7)] + [212]

@@ -44,13 +44,19 @@ def test_pt_never_beats_its_peak(example_logs, spyre):
 
 
 def test_units_run_one_instruction_at_a_time(example_logs):
+    """Compute units run one instruction at a time; DMA units may overlap queued ones, but start and
+    end them in stream order."""
     for name, log in example_logs.items():
         by_unit: dict = {}
         for i, ins in enumerate(log.instructions):
             by_unit.setdefault((ins.core, ins.unit), []).append((int(log.start[i]), int(log.end[i])))
-        for spans in by_unit.values():
+        for (_, unit), spans in by_unit.items():
             assert all(s <= e for s, e in spans), name
-            assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), name
+            pairs = list(zip(spans, spans[1:], strict=False))
+            if unit in ("load", "store", "send", "pcie"):
+                assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in pairs), name
+            else:
+                assert all(a[1] <= b[0] for a, b in pairs), name
 
 
 def _read(run_units, machine, nbytes, cores=4):

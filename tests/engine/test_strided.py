@@ -20,10 +20,11 @@ def test_pieces_are_in_flight_together(tiny, run_units):
     assert log.channel_stats[:, 0].tolist() == [1, 1]
 
 
-def test_one_load_per_piece_pays_the_round_trip_each(tiny, run_units):
-    """The same sticks as two loads: the second starts at 28, reaches channel 1 at 32: ACT 32, column 42,
-    data 47..51, back at 55, done 56."""
-    log = run_units(tiny, {0: {"load": [_load(0, STICK), _load(256, STICK)]}})
+def test_one_load_per_piece_ordered_by_tokens_pays_the_round_trip_each(tiny, run_units):
+    """The same sticks as two loads, the second waiting for the first: it starts at 28, reaches channel 1
+    at 32: ACT 32, column 42, data 47..51, back at 55, done 56."""
+    first, second = _load(0, STICK, signal=["a"]), _load(256, STICK, wait=["a"])
+    log = run_units(tiny, {0: {"load": [first, second]}})
     assert log.end.tolist() == [28, 56]
 
 

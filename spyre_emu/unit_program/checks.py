@@ -1,0 +1,123 @@
+"""One instruction's checks: whole sticks, operands, PT pass limits, multicast destinations, strided
+pieces and the LX ranges it touches. Each failure is a ProgramError naming the JSON path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
+from ..errors import ProgramError
+from .model import Instruction, matmul_a_sticks
+from .opcodes import SFU_OPERANDS, SFU_OPS
+
+MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
+MAX_MULTICAST_STOPS = 62  # the engine keeps a multicast's destination stops as bits of one int64
+
+
+def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]:
+    """(field, offset, bytes) of every LX range the instruction touches on its own core."""
+    a = ins.args
+    if ins.op in ("load", "store", "lx2fifo", "fifo2lx", "send"):
+        return [("lx", a["lx"], a["bytes"])]
+    if ins.op == "matmul":
+        db = DTYPE_BYTES[a.get("dtype", "fp16")]
+        cols = a.get("cols", machine.pt.cols_per_pass)
+        per_row, k_stride, row_stride = matmul_a_sticks(a, db)
+        a_span = ((per_row - 1) * k_stride + (a["rows"] - 1) * row_stride + 1) * STICK_BYTES
+        return [("a", a["a"], a_span), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
+                ("c", a["c"], a["rows"] * _sticks(cols * 2) * STICK_BYTES)]
+    if ins.op in SFU_OPS:
+        n = a["sticks"]
+        out_sticks = 1 if SFU_OPS[ins.op].shape == "sticks" else n
+        regions = [(f, a[f], STICK_BYTES if a.get(f"{f}_broadcast") else n * STICK_BYTES)
+                   for f in SFU_OPERANDS if f in a]
+        regions.append(("out", a["out"], out_sticks * STICK_BYTES))
+        return [r for r in regions if r[1] != "fifo"]
+    return []
+
+
+def _sticks(nbytes: int) -> int:
+    return -(-nbytes // STICK_BYTES)
+
+
+def check_instruction(ins: Instruction, machine: Machine, source: str) -> None:
+    """Sizes, operands and LX ranges of one instruction (its DRAM range is resolved by the loader)."""
+    a = ins.args
+    if "bytes" in a and a["bytes"] % STICK_BYTES:
+        raise ProgramError(f"{a['bytes']} is not a whole number of {STICK_BYTES} B sticks", source,
+                           ins.path + ".bytes")
+    if ins.op in SFU_OPS:
+        _check_sfu(ins, source)
+    if ins.op == "matmul" and not machine.pt.plain:  # a plain array takes a GEMM of any shape
+        if a["rows"] > machine.pt.rows_per_pass:
+            raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
+        if a.get("cols", 0) > machine.pt.cols_per_pass:
+            raise ProgramError(f"a PT pass has at most {machine.pt.cols_per_pass} columns", source,
+                               ins.path + ".cols")
+    if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
+        raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
+                           source, ins.path + (".dtype" if "dtype" in a else ""))
+    if ins.op == "load" and "to" in a:
+        _check_multicast(ins, machine, source)
+    if ins.op == "send":
+        if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
+            raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
+                               source, ins.path + ".to_core")
+        _check_lx(ins.path + ".to_lx", a["to_lx"], a["bytes"], machine, source)
+    for field, offset, nbytes in lx_regions(ins, machine):
+        _check_lx(f"{ins.path}.{field}", offset, nbytes, machine, source)
+
+
+def check_pieces(a: dict[str, Any], path: str, source: str) -> None:
+    """A strided load or store: whole-stick pieces that divide its bytes, no two overlapping."""
+    for field, other in (("piece", "stride"), ("stride", "piece")):
+        if field not in a:
+            raise ProgramError(f"a strided transfer needs both piece and stride; {other} alone given", source,
+                               path)
+    if a["piece"] % STICK_BYTES or a["bytes"] % a["piece"]:
+        raise ProgramError(f"must be whole {STICK_BYTES} B sticks that divide bytes ({a['bytes']})", source,
+                           path + ".piece")
+    if a["stride"] < a["piece"] or a["stride"] % STICK_BYTES:
+        raise ProgramError(f"must be whole {STICK_BYTES} B sticks, at least piece ({a['piece']})", source,
+                           path + ".stride")
+
+
+def _check_multicast(ins: Instruction, machine: Machine, source: str) -> None:
+    """A multicast names cores of the card, at most ``dma.multicast_max_cores``; the engine keeps its
+    destinations as a bit mask of ring stops."""
+    to, where = ins.args["to"], ins.path + ".to"
+    if len(to) > machine.dma.multicast_max_cores:
+        raise ProgramError(f"a load feeds at most dma.multicast_max_cores = {machine.dma.multicast_max_cores} cores",
+                           source, where)
+    if max(to) >= machine.cores.count:
+        raise ProgramError(f"cores are 0..{machine.cores.count - 1}", source, where)
+    if len(machine.ring.stops) > MAX_MULTICAST_STOPS:
+        raise ProgramError(f"multicast needs a ring of at most {MAX_MULTICAST_STOPS} stops", source, where)
+
+
+def _check_sfu(ins: Instruction, source: str) -> None:
+    spec, a = SFU_OPS[ins.op], ins.args
+    if a["sticks"] > MAX_SFU_STICKS:
+        raise ProgramError(f"at most {MAX_SFU_STICKS} sticks in one instruction", source, ins.path + ".sticks")
+    for i, field in enumerate(SFU_OPERANDS[1:], start=1):
+        if (spec.arity > i) != (field in a):
+            need = f"needs operand {field!r}" if spec.arity > i else f"takes no operand {field!r}"
+            raise ProgramError(f"{ins.op} {need}", source, ins.path)
+    for field in SFU_OPERANDS:
+        if f"{field}_broadcast" in a and (field not in a or a[field] == "fifo"):
+            raise ProgramError(f"{field}_broadcast needs operand {field!r} in LX", source,
+                               f"{ins.path}.{field}_broadcast")
+    if spec.shape != "map" and "fifo" in (a["a"], a["out"]):
+        raise ProgramError(f"{ins.op} reads and writes LX, not a FIFO", source, ins.path)
+    lanes = STICK_BYTES // DTYPE_BYTES[a.get("dtype", "fp16")]
+    if spec.shape == "block" and a["sticks"] % lanes:
+        raise ProgramError(f"{ins.op} works on blocks of {lanes} sticks of {a.get('dtype', 'fp16')}", source,
+                           ins.path + ".sticks")
+
+
+def _check_lx(where: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:
+    if offset % STICK_BYTES:
+        raise ProgramError(f"LX offset {offset} is not a multiple of {STICK_BYTES} B", source, where)
+    if offset + nbytes > machine.lx.size_bytes:
+        raise ProgramError(f"LX range {offset}..+{nbytes} B is beyond the {machine.lx.size_bytes} B "
+                           "scratchpad", source, where)

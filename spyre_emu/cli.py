@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from .calibration import DEFAULT_DATA, load_cases
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import SpyreEmuError
@@ -23,7 +25,7 @@ from .results import chrome_trace, ideal_cycles_files
 from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .unit_program.load import read_json
-from .validate import MEASUREMENTS, PROGRAMS, validate
+from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_calibration, validate
 from .validate import render as render_validation
 
 EXIT_USAGE = 2
@@ -103,6 +105,9 @@ def _validate_parser(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--only", action="append", default=[], metavar="NAME",
                      help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}")
     val.add_argument("--programs", default=str(PROGRAMS), metavar="DIR", help="the calibration programs")
+    val.add_argument("--data", metavar="DIR", help="silicon measurements: matmul_split_sweep.csv, measurements.json "
+                     "(default: ../shared/calibration beside the project, when it is there)")
+    val.add_argument("--plot", metavar="FILE.png", help="simulated vs measured plot (default: beside --out)")
     val.add_argument("--quiet", action="store_true", help="do not print the table")
 
 
@@ -199,13 +204,31 @@ def _gemm(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     machine = load_machine(args.config, args.set)
-    rows, implied = validate(machine, tuple(args.only), Path(args.programs),
-                             progress=lambda stem: print(f"spyre-emu: validate: {stem}", file=sys.stderr))
+    data = Path(args.data) if args.data else DEFAULT_DATA
+    cases, not_run = load_cases(data) if args.data or data.is_dir() else ([], {})
+    if args.only:
+        cases = [c for c in cases if any(c.name.startswith(n) for n in args.only)]
+    progress = lambda what: print(f"spyre-emu: validate: {what}", file=sys.stderr)  # noqa: E731
+    rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress, tuple(c.name for c in cases))
+    points = run_calibration(machine, cases, progress) if cases else []
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config)
-    write_all([(Path(args.out), text.encode())])
+    outputs = []
+    if points:
+        plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
+        text += render_calibration(points, not_run, _shown(data), os.path.relpath(plot, Path(args.out).parent))
+        outputs.append((plot, plot_calibration(points, plot)))
+    write_all([(Path(args.out), text.encode()), *outputs])
     if not args.quiet:
         sys.stdout.write(text)
+
+
+def _shown(folder: Path) -> str:
+    """The data folder as the report names it: relative to the project when beside it."""
+    try:
+        return str(folder.resolve().relative_to(Path(__file__).resolve().parents[2]))
+    except ValueError:
+        return str(folder)
 
 
 def _import_sdsc(args: argparse.Namespace) -> None:

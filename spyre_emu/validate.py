@@ -11,14 +11,26 @@ every workload.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from matplotlib.figure import Figure
+
+from . import accuracy
+from .accuracy import Point, fits
+from .calibration import Case
 from .config import Machine
 from .errors import SpyreEmuError
+from .kernel_program import FORMAT as KERNEL_FORMAT
+from .kernel_program import parse_kernel_program
+from .lowering import lower
 from .pipeline import load, run
+from .pool import parallel_map
 from .results import Report
+from .unit_program import parse_unit_program
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "examples" / "programs" / "calibration"
 MISS = 0.15  # DESIGN.md §5: mean absolute error <= 15 %; a row beyond it says why it misses
@@ -131,14 +143,16 @@ class Row:
 
 
 def validate(machine: Machine, only: tuple[str, ...] = (), programs: Path = PROGRAMS,
-             progress: Callable[[str], None] | None = None) -> tuple[list[Row], list[Row]]:
+             progress: Callable[[str], None] | None = None, cases: tuple[str, ...] = ()) -> tuple[list[Row], list[Row]]:
     """Run every program the selected measurements need (all, or those named in ``only``), each once.
+    ``cases`` are calibration case names that ``only`` may also select (a prefix of one selects it).
 
     Returns the measurement rows and the implied-ratio rows whose programs were run."""
     names = [m.name for m in MEASUREMENTS]
-    unknown = [n for n in only if n not in names]
+    unknown = [n for n in only if n not in names and not any(c.startswith(n) for c in cases)]
     if unknown:
-        raise SpyreEmuError(f"unknown workload {unknown[0]!r}; expected one of {', '.join(names)}", "--only")
+        raise SpyreEmuError(f"unknown workload {unknown[0]!r}; expected one of {', '.join(names)} or the start of "
+                            "a calibration case's name", "--only")
     chosen = [m for m in MEASUREMENTS if not only or m.name in only]
     paths = {stem: _program(programs, stem) for m in chosen for stem in m.programs}  # all there before any run
     reports: dict[str, Report] = {}
@@ -196,3 +210,81 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
         lines += [f"| {r.measurement.workload} | {_figure(r.measurement.measured, r.measurement.unit)} | "
                   f"{_figure(r.simulated, r.measurement.unit)} |" for r in implied]
     return "\n".join(lines) + "\n"
+
+
+def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:
+    """Simulate every calibration case (side by side in the process pool) as points to compare."""
+    if progress:
+        progress(f"{len(cases)} calibration cases")
+    figures = parallel_map(_case_figures, [(c.program, machine) for c in cases])
+    points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in zip(cases, figures,
+                                                                                                  strict=True)]
+    points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in zip(cases, figures,
+                                                                                              strict=True)
+               if c.pt_util_pct]
+    return points
+
+
+def _case_figures(job: tuple[dict, Machine]) -> tuple[float, float]:
+    """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here."""
+    data, machine = job
+    program = lower(parse_kernel_program(data, "calibration"), machine) if data["format"] == KERNEL_FORMAT \
+        else parse_unit_program(data, machine, "calibration")
+    report = run(program, machine, cache=False).report.data
+    return report["latency_us"], 100 * report["pt"]["mac_utilization"]
+
+
+def _label(case: Case) -> str:
+    return "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")" if case.split and case.shape else case.name
+
+
+def render_calibration(points: list[Point], not_run: dict[str, str], folder: str, plot: str | None) -> str:
+    """The calibration section of docs/validation.md: per category, per shape, and what was not run."""
+    categories = fits(points)
+    lines = ["", "## The calibration data", "",
+             f"Every case of `{folder}` (the split sweep of Granite-3.3-8B matmuls and the single figures), "
+             "simulated by the same lowering and engine. Spearman and regret are over the work divisions of "
+             "one shape; regret is the measured time of the division the simulator ranks first over the "
+             "measured best.", "",
+             "| category | cases | mean abs. error | Spearman (mean, min) | best-split regret (mean, max) |",
+             "|---|---|---|---|---|"]
+    for c in categories:
+        rho = [s.spearman for s in c.shapes]
+        regret = [s.regret for s in c.shapes]
+        lines.append(f"| {c.category} | {c.points} | {100 * c.mean_abs_error:.1f} % | "
+                     + (f"{np.nanmean(rho):.2f}, {np.nanmin(rho):.2f} | {100 * np.mean(regret):.1f} %, "
+                        f"{100 * max(regret):.1f} % |" if c.shapes else "— | — |"))
+    timed = [p for p in points if p.category != "PT utilization"]
+    mae = accuracy.mean_abs_error(timed)
+    lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
+              f"(target ≤ {100 * MISS:.0f} %).", "",
+              "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",
+              "|---|---|---|---|---|---|"]
+    for c in categories:
+        lines += [f"| {s.shape} | {s.points} | {s.spearman:.2f} | {s.best.label}: {s.best.measured:,.1f} µs | "
+                  f"{s.chosen.label}: {s.chosen.measured:,.1f} µs | {100 * s.regret:.1f} % |" for s in c.shapes]
+    lines += ["", "| case | measured | simulated | error |", "|---|---|---|---|"]
+    lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.measured:,.2f} | "
+              f"{p.simulated:,.2f} | {_error(p.error)} |" for p in points]
+    lines += ["", "Not run: " + "; ".join(f"`{k}` ({v})" for k, v in not_run.items()) + "." if not_run else ""]
+    if plot:
+        lines += ["", f"![simulated against measured, one colour per category]({plot})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot_calibration(points: list[Point], path: Path) -> bytes:
+    """Simulated against measured device time, log-log, one colour per category, as PNG bytes."""
+    fig = Figure(figsize=(6.4, 5.6))
+    ax = fig.subplots()
+    timed = [p for p in points if p.category != "PT utilization"]
+    for category in dict.fromkeys(p.category for p in timed):
+        mine = [p for p in timed if p.category == category]
+        ax.scatter([p.measured for p in mine], [p.simulated for p in mine], s=14, label=category)
+    low, high = min(min(p.measured, p.simulated) for p in timed), max(max(p.measured, p.simulated) for p in timed)
+    ax.plot([low, high], [low, high], color="grey", linewidth=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="measured on silicon (µs)", ylabel="simulated (µs)",
+           title=f"spyre-emu against silicon ({path.name})")
+    ax.legend(fontsize=8)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    return buffer.getvalue()

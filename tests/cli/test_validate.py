@@ -1,7 +1,13 @@
 """`spyre-emu validate` on a reduced set (the whole run takes minutes), and the table's arithmetic."""
 
+import os
+
+import pytest
+
+from spyre_emu.accuracy import Point, shape_fit, spearman
 from spyre_emu.cli import main
 from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, mean_abs_error, render
+from tests.conftest import SHARED
 
 
 def test_validate_one_workload_writes_its_row(tmp_path, capsys):
@@ -19,7 +25,7 @@ def test_bad_validate_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert main(["validate", "--only", "sustained", "--programs", str(tmp_path), "--out", str(out)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"spyre-emu: error: --only: unknown workload 'nope'; expected one of " \
-                     f"{', '.join(m.name for m in MEASUREMENTS)}"
+                     f"{', '.join(m.name for m in MEASUREMENTS)} or the start of a calibration case's name"
     assert err[1].startswith(f"spyre-emu: error: {tmp_path}/matmul_512x2048x512_1core.json: calibration program")
     assert len(err) == 2
     assert not out.exists()
@@ -40,3 +46,31 @@ def test_errors_mean_and_misses():
     assert "**Mean absolute error: 20.0 %** over 2 measurements" in text
     assert "never shown" not in text
     assert MISS == 0.15
+
+
+def test_calibration_cases_are_run_and_ranked(tmp_path):
+    """Two divisions of one sweep shape and a ring move from ../shared/calibration: rows, a ranking, a plot."""
+    if not (SHARED / "calibration").is_dir():
+        assert os.environ.get("CI") != "true", "../shared/calibration is missing in CI"
+        pytest.skip("../shared/calibration is not beside the project")
+    out = tmp_path / "validation.md"
+    assert main(["validate", "--only", "qo_proj_decode_1x4x8x1", "--only", "qo_proj_decode_1x32x1x1", "--only",
+                 "ring_shift_128k", "--out", str(out), "--quiet"]) == 0
+    text = out.read_text()
+    assert "| matmul decode | 2 |" in text
+    assert "| ring | 1 |" in text
+    assert "| qo_proj decode [1,64,4096]×[1,4096,4096] | 2 |" in text
+    assert "(b, m, n, k) = (1, 4, 8, 1): 221.0 µs" in text  # the measured best of the two
+    assert (tmp_path / "validation.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_rank_correlation_and_regret_by_hand():
+    """Measured 1, 2, 3, 4 against simulated 10, 30, 20, 40: ranks 1 2 3 4 and 1 3 2 4, so
+    rho = 1 - 6 * (0 + 1 + 1 + 0) / (4 * 15) = 0.8; the simulator's first choice is the measured best."""
+    points = [Point("c", "s", str(i), m, s) for i, (m, s) in enumerate([(1, 10), (2, 30), (3, 20), (4, 40)])]
+    fit = shape_fit("s", points)
+    assert round(fit.spearman, 12) == 0.8
+    assert fit.regret == 0.0
+    worse = [Point("c", "s", "a", 1.0, 5.0), Point("c", "s", "b", 1.5, 4.0)]
+    assert shape_fit("s", worse).regret == 0.5  # it picks b, measured 1.5 against the best 1.0
+    assert spearman([1, 1, 2], [3, 3, 4]) == 1.0  # ties share their mean rank

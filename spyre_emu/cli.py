@@ -210,7 +210,7 @@ def _validate(args: argparse.Namespace) -> None:
         cases = [c for c in cases if any(c.name.startswith(n) for n in args.only)]
     progress = lambda what: print(f"spyre-emu: validate: {what}", file=sys.stderr)  # noqa: E731
     rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress, tuple(c.name for c in cases))
-    points = run_calibration(machine, cases, progress) if cases else []
+    points = run_calibration(machine, cases, None if args.quiet else progress) if cases else []
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config)
     outputs = []

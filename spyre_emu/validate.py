@@ -149,17 +149,18 @@ def validate(machine: Machine, only: tuple[str, ...] = (), programs: Path = PROG
 
     Returns the measurement rows and the implied-ratio rows whose programs were run."""
     names = [m.name for m in MEASUREMENTS]
-    unknown = [n for n in only if n not in names and not any(c.startswith(n) for c in cases)]
+    unknown = [n for n in only if not n or n not in names and not any(c.startswith(n) for c in cases)]
     if unknown:
         raise SpyreEmuError(f"unknown workload {unknown[0]!r}; expected one of {', '.join(names)} or the start of "
                             "a calibration case's name", "--only")
     chosen = [m for m in MEASUREMENTS if not only or m.name in only]
-    paths = {stem: _program(programs, stem) for m in chosen for stem in m.programs}  # all there before any run
+    # Every program there and lowered before the first run: a bad one fails before any progress line.
+    loaded = {stem: load(_program(programs, stem), machine) for m in chosen for stem in m.programs}
     reports: dict[str, Report] = {}
-    for stem, path in paths.items():
+    for stem, program in loaded.items():
         if progress:
             progress(stem)
-        reports[stem] = run(load(path, machine), machine).report
+        reports[stem] = run(program, machine).report
 
     def rows(measurements: tuple[Measurement, ...] | list[Measurement]) -> list[Row]:
         return [Row(m, m.value([reports[p] for p in m.programs])) for m in measurements

@@ -19,6 +19,7 @@ here it equals the report's ``pt_utilization``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from fractions import Fraction
 from typing import Any
@@ -74,9 +75,14 @@ def kernel_events(kernels: list[dict[str, Any]], machine: Machine, total_cycles:
         name = trace_name(k["name"])
         marks = (k["start_cycle"], k["exec_start_cycle"], k["exec_start_cycle"], k["exec_end_cycle"], k["end_cycle"])
         counters = {f"TS{n}": str(int(cycle * soc_per_core) % WRAP) for n, cycle in enumerate(marks, 1)}
-        events.append(complete_event(CARD_PID, stream, name + EXEC_SUFFIX, "kernel", marks[2], marks[3], us, {
+        execute = complete_event(CARD_PID, stream, name + EXEC_SUFFIX, "kernel", marks[2], marks[3], us, {
             "correlation": CORRELATION, "stream": stream, **counters, "start_cycle": marks[0], "end_cycle": marks[4],
-            "op": k["op"], "pt_utilization": k["pt_utilization"], "ideal_cycles": k["ideal_cycles"]}))
+            "op": k["op"], "pt_utilization": k["pt_utilization"], "ideal_cycles": k["ideal_cycles"]})
+        # The analyzer moves the event back to TS1 by float arithmetic on ts + dur: an end a rounding
+        # error early puts a kernel that starts at cycle 0 just before 0, which it refuses.
+        while execute["ts"] + execute["dur"] < us(marks[3]):
+            execute["dur"] = math.nextafter(execute["dur"], math.inf)
+        events.append(execute)
         for phase, start, end in (("DMA in", marks[0], marks[2]), ("DMA out", marks[3], marks[4])):
             if end > start:
                 events.append(complete_event(CARD_PID, PHASES_TID + stream, f"{name} {phase}", "phase", start, end, us,

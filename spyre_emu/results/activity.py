@@ -29,8 +29,9 @@ def activity(log: EventLog, machine: Machine, traffic: Traffic, link_names: dict
     edges = np.minimum(np.arange(-(-total // width) + 1) * width, total).astype(np.float64)
     sizes = np.diff(edges)
     start, end = log.start.astype(np.float64), log.end.astype(np.float64)
-    tracks = [{"name": name, "busy": _fractions(spread(edges, start[i], end[i], rate), sizes)}
-              for name, (i, rate) in _unit_rates(log).items()]
+    begin = busy_start(log)
+    tracks = [{"name": name, "busy": _fractions(spread(edges, begin[i], end[i], rate), sizes)}
+              for name, (i, rate) in _unit_rates(log, begin).items()]
     links = []
     for link in sorted(link_names):
         rows = traffic.link == link
@@ -44,12 +45,25 @@ def activity(log: EventLog, machine: Machine, traffic: Traffic, link_names: dict
     return {"bin_cycles": width, "bins": len(sizes), "tracks": tracks, "links": links, "dram_gb_per_s": gbps}
 
 
-def _unit_rates(log: EventLog) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per unit name, in unit order: its instructions and the busy share of each one's duration."""
+def busy_start(log: EventLog) -> np.ndarray:
+    """When each instruction makes its unit busy: its start, or the end of the unit's previous one if
+    later (a DMA unit's queued instructions overlap; each counts from where the previous ended)."""
+    begin = log.start.astype(np.float64)
+    previous: dict[tuple[int, str], int] = {}
+    for i, ins in enumerate(log.instructions):
+        key = (ins.core, ins.unit)
+        if key in previous:
+            begin[i] = max(begin[i], float(log.end[previous[key]]))
+        previous[key] = i
+    return np.minimum(begin, log.end)
+
+
+def _unit_rates(log: EventLog, begin: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per unit name, in unit order: its instructions and the busy share of each one's busy span."""
     by_unit: dict[str, list[int]] = defaultdict(list)
     for i, ins in enumerate(log.instructions):
         by_unit[ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"].append(i)
-    duration = (log.end - log.start).astype(np.float64)
+    duration = log.end - begin
     stalled = np.zeros(len(duration)) if log.stall_data is None else (log.stall_data + log.stall_room)
     busy = np.divide(duration - stalled, duration, out=np.zeros_like(duration), where=duration > 0)
     order = sorted(by_unit, key=log.unit_names.index)

@@ -7,7 +7,8 @@ end of its compute instructions (PT, SFU and the FIFO movers that feed them), or
 when it has none: before it is the DMA-in phase, after it the DMA-out phase (the trace's TS1..TS5).
 
 Within the span, every unit that runs one of the kernel's instructions is, each cycle, exactly one of:
-busy (running one of them), stalled (its next instruction is one of the kernel's and waits for a
+busy (running one of them; a DMA unit's queued instructions overlap, so from the later of its start
+and the previous end), stalled (its next instruction is one of the kernel's and waits for a
 token; or a running one waits for FIFO data or room), or idle (anything else, including running
 another kernel's instructions). So busy + stalled + idle = span for every unit.
 
@@ -94,6 +95,7 @@ def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end
     data = log.stall_data if log.stall_data is not None else np.zeros(n, np.int64)
     room = log.stall_room if log.stall_room is not None else np.zeros(n, np.int64)
     rows: dict[str, dict[str, Any]] = {}
+    ended: dict[str, int] = {}  # the unit's previous end: a DMA unit's queued instructions overlap it
     for i in idx:
         ins = log.instructions[i]
         unit = ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"
@@ -102,7 +104,9 @@ def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end
         stalls["token"] += max(0, int(log.start[i]) - max(int(waits[i]), start))
         stalls["data"] += int(data[i])
         stalls["room"] += int(room[i])
-        row["busy_cycles"] += int(log.end[i] - log.start[i]) - int(data[i]) - int(room[i])
+        busy_from = max(int(log.start[i]), ended.get(unit, 0))
+        row["busy_cycles"] += max(0, int(log.end[i]) - busy_from) - int(data[i]) - int(room[i])
+        ended[unit] = int(log.end[i])
     for row in rows.values():
         row["idle_cycles"] = end - start - row["busy_cycles"] - sum(row["stall_cycles"].values())
     return [rows[u] for u in sorted(rows, key=_unit_order)]

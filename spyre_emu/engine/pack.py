@@ -137,6 +137,8 @@ def _units(machine: Machine, count: int) -> np.ndarray:
         us[u, L.U_STOP] = machine.stop_of(f"core{core}")
         us[u, L.U_CORE] = core
         us[u, L.U_CORELET] = 2 * core + (1 if CORE_UNITS[slot].endswith("1") else 0)
+        if CORE_UNITS[slot] == "send":
+            us[u, L.U_INTERVAL_FP] = machine.dma.send_interval_fp(L.FP_ONE)
     host = count - 1
     us[host, L.U_STOP] = machine.stop_of("pcie")
     us[host, L.U_CORE] = HOST_CORE

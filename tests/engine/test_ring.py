@@ -44,3 +44,11 @@ def test_two_flows_contend_for_one_link(tiny, run_units):
     assert ends == {0: 10, 1: 8}
     link_core1_cw = 2 * 1
     assert log.link_stats[link_core1_cw].tolist() == [8, 8]
+
+
+def test_send_rate_spaces_the_sticks(tiny_with, run_units):
+    """At 32 B per cycle the send unit puts a stick on the ring every 4 cycles: 0, 4, 8, 12; the last
+    lands at 12 + H and is written: done 12 + H + 1."""
+    machine = tiny_with("dma.send_bytes_per_cycle=32")
+    log = run_units(machine, {0: {"send": [_send(1, 4 * 128)]}})
+    assert log.total_cycles == 12 + H + 1

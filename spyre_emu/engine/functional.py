@@ -127,7 +127,11 @@ def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
     sticks = (np.arange(rows)[:, None] * row_stride + np.arange(per_row)[None, :] * k_stride).reshape(-1)
     raw = lx[(a["a"] + sticks[:, None] * STICK_BYTES + np.arange(STICK_BYTES)[None, :]).reshape(-1)]
     lhs = to_f32(raw.reshape(rows, per_row * STICK_BYTES)[:, :k * db].copy().reshape(-1), dtype).reshape(rows, k)
-    rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
+    if "b_k_stride" in a:  # B's k rows a stick each, b_k_stride sticks apart
+        at = a["b"] + np.arange(k)[:, None] * a["b_k_stride"] * STICK_BYTES + np.arange(STICK_BYTES)[None, :]
+        rhs = to_f32(lx[at.reshape(-1)].copy(), dtype).reshape(k, cols)
+    else:
+        rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
     width = -(-cols * 2 // STICK_BYTES) * STICK_BYTES // 2  # each C row is whole fp16 sticks; padding lanes get 0
     out = lhs.astype(np.float32) @ np.pad(rhs.astype(np.float32), ((0, 0), (0, width - cols)))
     c = slice(a["c"], a["c"] + rows * width * 2)

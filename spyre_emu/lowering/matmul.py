@@ -37,26 +37,31 @@ from .target import Target
 
 @dataclass(frozen=True)
 class Operands:
-    """Names and layouts of A, B, C, and the batch a core works on (None for 2-D)."""
+    """Names and layouts of A, B, C, and the block of batches a core works on at once ((None,) for 2-D).
+
+    A and B of a block sit in LX row by row with the block's batches innermost (row r of batch j at
+    ``r * len(batches) + j``), the order of torch-spyre's default 3-D layout, where the batch is the
+    device dim just outside the stick: a row's sticks for consecutive batches are then one DRAM run."""
 
     names: tuple[str, str, str]
     layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
-    batch: int | None
+    batches: tuple[int | None, ...]
 
-    def _runs(self, which: int, rows: np.ndarray, col: int) -> Runs:
-        """Sticks holding host rows ``rows`` at column ``col`` of operand ``which``, in row order."""
-        lead = [np.full(rows.size, self.batch)] if self.batch is not None else []
-        host = np.array([*lead, rows, np.full(rows.size, col)], np.int64)
+    def _runs(self, which: int, rows: np.ndarray, col: int, batches: tuple[int | None, ...]) -> Runs:
+        """Sticks holding host rows ``rows`` (each for every batch, batches inner) at column ``col``."""
+        lead = [np.tile(np.array(batches), rows.size)] if batches[0] is not None else []
+        host = np.array([*lead, np.repeat(rows, len(batches)), np.full(rows.size * len(batches), col)], np.int64)
         return as_runs(stick_of(self.layouts[which], host))
 
     def a(self, k_stick: int, m0: int, rows: int) -> Runs:
-        return self._runs(0, np.arange(m0, m0 + rows), k_stick * 64)
+        return self._runs(0, np.arange(m0, m0 + rows), k_stick * 64, self.batches)
 
     def b(self, group: int, k0: int, count: int) -> Runs:
-        return self._runs(1, np.arange(k0, k0 + count), group * 64)
+        return self._runs(1, np.arange(k0, k0 + count), group * 64, self.batches)
 
-    def c(self, group: int, m0: int, rows: int) -> Runs:
-        return self._runs(2, np.arange(m0, m0 + rows), group * 64)
+    def c(self, group: int, m0: int, rows: int, j: int) -> Runs:
+        """C of the block's batch ``j``: one tile per batch, as a PT pass writes it."""
+        return self._runs(2, np.arange(m0, m0 + rows), group * 64, self.batches[j:j + 1])
 
 
 @dataclass(frozen=True)
@@ -68,16 +73,17 @@ class Plan:
     rows: int            # the most rows of C a core owns (A's tile height)
     block: int           # column groups per tile
     chunk: int           # K sticks per chunk
+    batches: int         # batches per block (1 for 2-D)
     rows_per_pass: int
     split: SplitK | None  # the K reduction's receive area, when K is split
 
     @property
     def a_bytes(self) -> int:
-        return self.chunk * self.rows * STICK_BYTES
+        return self.chunk * self.rows * self.batches * STICK_BYTES
 
     @property
     def b_bytes(self) -> int:
-        return self.block * self.chunk * 64 * STICK_BYTES
+        return self.block * self.chunk * 64 * self.batches * STICK_BYTES
 
     def buffers(self, n: int) -> tuple[int, int]:
         """LX of A and B for chunk ``n`` (two sets, alternating)."""
@@ -89,23 +95,31 @@ class Plan:
         return 2 * (self.a_bytes + self.b_bytes)
 
 
-def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1) -> int:
+def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1) -> int:
     """The largest K chunk (in A sticks) whose two A and B tile sets fit beside the C tile (and, with
-    K split over ``split`` cores, the receive area of the reduction).
+    K split over ``split`` cores, the receive area of the reduction), for a block of ``batches``.
 
     One A stick holds 64 K values of a row; the same 64 K values of B are 64 sticks per group.
     """
-    free = lx_sticks - tile_sticks(rows, groups, split)
-    per_stick = 2 * (rows + 64 * groups)
+    free = lx_sticks - tile_sticks(rows * batches, groups, split)
+    per_stick = 2 * (rows + 64 * groups) * batches
     if free < per_stick:
         return 0
     return min(k_sticks, free // per_stick)
 
 
-def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1) -> int:
+def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1) -> int:
     """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
-    fits = [g for g in range(1, groups + 1) if tile_chunk(k_sticks, rows, g, lx_sticks, split) >= min(8, k_sticks)]
+    fits = [g for g in range(1, groups + 1)
+            if tile_chunk(k_sticks, rows, g, lx_sticks, split, batches) >= min(8, k_sticks)]
     return fits[-1] if fits else 0
+
+
+def batch_block(k_sticks: int, rows: int, groups: int, batches: int, lx_sticks: int, split: int) -> int:
+    """Batches a core computes at a time: as many of its own as still let all its column groups and
+    a K chunk of 8 sticks fit (at least one)."""
+    fits = [b for b in range(1, batches + 1) if column_block(k_sticks, rows, groups, lx_sticks, split, b) == groups]
+    return fits[-1] if fits else 1
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
@@ -113,17 +127,18 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
     """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
     last chunk; a tile's first passes wait until the previous tile's C has left LX."""
     n, freed, before = 0, [], 0
-    tiles = [(x, first, min(plan.block, piece.g[0] + piece.g[1] - first))
-             for x in piece.batches for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
-    for t, (x, g0, groups) in enumerate(tiles):
-        ops, tile = Operands(names, layouts, x), replace(piece, g=(g0, groups))
+    blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
+    tiles = [(xs, first, min(plan.block, piece.g[0] + piece.g[1] - first))
+             for xs in blocks for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
+    for t, (xs, g0, groups) in enumerate(tiles):
+        ops, tile = Operands(names, layouts, xs), replace(piece, g=(g0, groups))
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
             passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)))
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
-        runs = [run for g in range(groups) for run in ops.c(g0 + g, piece.m[0], piece.m[1])]
+        runs = [run for j in range(len(xs)) for g in range(groups) for run in ops.c(g0 + g, piece.m[0], piece.m[1], j)]
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)
@@ -138,25 +153,28 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
 def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
            ks: tuple[int, int]) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit."""
-    (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
+    (m0, rows), (g0, groups), (s0, n_k), nb = piece.m, piece.g, ks, len(ops.batches)
     k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
     a_lx, b_lx = plan.buffers(n)
-    by_unit = _by_unit([(g, r) for g in range(groups) for r in range(0, rows, plan.rows_per_pass)])
+    a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
+    by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
+                        for r in range(0, rows, plan.rows_per_pass)])
     if piece.a_feed:
-        a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * plan.rows * STICK_BYTES) for s in range(n_k)]
+        a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)]
         loads = _load(core, ops.names[0], a_tile, piece.a_feed)
         _handshake(plan, n, f"A{core.core}", loads, piece.a_feed, list(by_unit))
     if piece.b_feed:
-        b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * plan.chunk * 64 * STICK_BYTES) for g in range(groups)]
+        b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)]
         loads = _load(core, ops.names[1], b_tile, piece.b_feed)
         _handshake(plan, n, f"B{core.core}", loads, piece.b_feed, list(by_unit))
     work: dict[str, list[Item]] = {}
     for unit, mine in by_unit.items():
-        work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + r * STICK_BYTES, "a_k_stride": plan.rows,
-                                      "a_row_stride": 1, "b": b_lx + g * plan.chunk * 64 * STICK_BYTES,
-                                      "c": plan.c_lx + (g * rows + r) * STICK_BYTES, "k": k_rows,
+        work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + (r * nb + j) * STICK_BYTES, "a_k_stride": a_step,
+                                      "a_row_stride": nb, "b": b_lx + (g * b_step + j) * STICK_BYTES,
+                                      **({"b_k_stride": nb} if nb > 1 else {}),
+                                      "c": plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, "k": k_rows,
                                       "rows": min(plan.rows_per_pass, rows - r), "accumulate": s0 > piece.k[0]})
-                      for g, r in mine]
+                      for j, g, r in mine]
         operands = (f"A{piece.a_from}", f"B{piece.b_from}")
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in operands]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in operands]
@@ -199,7 +217,7 @@ def _link(producer: Item, consumer: Item, token: str) -> None:
     consumer.setdefault("wait", []).append(token)
 
 
-def _by_unit(passes: list[tuple[int, int]]) -> dict[str, list[tuple[int, int]]]:
+def _by_unit(passes: list[tuple[int, int, int]]) -> dict[str, list[tuple[int, int, int]]]:
     return {u: mine for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if mine}
 
 
@@ -235,10 +253,12 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
-    chunk = target.stepper(kernel)(most["in"], tile_chunk(most["in"], most["mb"], block, lx_sticks, split))
-    plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, machine.pt.rows_per_pass, None)
+    whole = block == most["out"]  # batches are blocked only when a core's columns fit at once
+    batches = batch_block(most["in"], most["mb"], most["out"], most["x"], lx_sticks, split) if whole else 1
+    chunk = target.stepper(kernel)(most["in"], tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches))
+    plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None)
     if split > 1:
-        tile = most["mb"] * block
+        tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])

@@ -24,7 +24,9 @@ def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]
         cols = a.get("cols", machine.pt.cols_per_pass)
         per_row, k_stride, row_stride = matmul_a_sticks(a, db)
         a_span = ((per_row - 1) * k_stride + (a["rows"] - 1) * row_stride + 1) * STICK_BYTES
-        return [("a", a["a"], a_span), ("b", a["b"], _sticks(a["k"] * cols * db) * STICK_BYTES),
+        b_span = ((a["k"] - 1) * a["b_k_stride"] + 1) * STICK_BYTES if "b_k_stride" in a \
+            else _sticks(a["k"] * cols * db) * STICK_BYTES
+        return [("a", a["a"], a_span), ("b", a["b"], b_span),
                 ("c", a["c"], a["rows"] * _sticks(cols * 2) * STICK_BYTES)]
     if ins.op in SFU_OPS:
         n = a["sticks"]
@@ -54,6 +56,10 @@ def check_instruction(ins: Instruction, machine: Machine, source: str) -> None:
         if a.get("cols", 0) > machine.pt.cols_per_pass:
             raise ProgramError(f"a PT pass has at most {machine.pt.cols_per_pass} columns", source,
                                ins.path + ".cols")
+    row_bytes = a.get("cols", machine.pt.cols_per_pass) * DTYPE_BYTES[a.get("dtype", "fp16")]
+    if ins.op == "matmul" and "b_k_stride" in a and row_bytes != STICK_BYTES:
+        raise ProgramError("b_k_stride needs B rows of one stick each (cols x dtype = 128 B)", source,
+                           ins.path + ".b_k_stride")
     if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
         raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
                            source, ins.path + (".dtype" if "dtype" in a else ""))

@@ -132,18 +132,12 @@ class Dma:
     max_burst_bytes: int
     max_inflight_bytes: int
     multicast_max_cores: int  # destinations one load may name (one DRAM read, a copy per core)
-    send_bytes_per_cycle: float  # the rate a send unit puts LX data on the ring (LX-to-LX moves)
-
-    def send_interval_fp(self, fp_one: int) -> int:
-        """Cycles between two sticks a send unit puts on the ring, in 1/``fp_one`` cycles."""
-        return round(STICK_BYTES / self.send_bytes_per_cycle * fp_one)
 
     def problems(self) -> Problems:
         bad = _powers_of_two(self, "max_burst_bytes", "max_inflight_bytes")
         if self.multicast_max_cores < 1:
             bad.append(("multicast_max_cores", "must be at least 1"))
-        if not 1 <= self.send_bytes_per_cycle <= STICK_BYTES:
-            bad.append(("send_bytes_per_cycle", f"must be between 1 and {STICK_BYTES} (one stick per cycle)"))
+
         if self.max_burst_bytes < STICK_BYTES:
             bad.append(("max_burst_bytes", f"must be at least one stick ({STICK_BYTES} B)"))
         if self.max_inflight_bytes < self.max_burst_bytes:
@@ -175,10 +169,11 @@ class Lx:
 class Ring:
     link_bytes_per_cycle: int
     hop_latency_cycles: int
+    send_stick_cycles: int  # cycles an LX-to-LX (send) stick holds each link it crosses
     stops: tuple[str, ...]
 
     def problems(self) -> Problems:
-        bad = _positive(self, "hop_latency_cycles")  # a hop takes time; hop chaining relies on it
+        bad = _positive(self, "hop_latency_cycles", "send_stick_cycles")  # a hop takes time: hop chaining relies on it
         if self.link_bytes_per_cycle != STICK_BYTES:
             bad.append(("link_bytes_per_cycle", f"the engine moves one {STICK_BYTES} B stick per link cycle"))
         if len(set(self.stops)) != len(self.stops):

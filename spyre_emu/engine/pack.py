@@ -91,6 +91,7 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
                    max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops
+    state[L.ST_CFG][L.C_SEND_HOLD] = machine.ring.send_stick_cycles
     state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
     return Packed(state, instructions, names, tokens)
 
@@ -137,8 +138,6 @@ def _units(machine: Machine, count: int) -> np.ndarray:
         us[u, L.U_STOP] = machine.stop_of(f"core{core}")
         us[u, L.U_CORE] = core
         us[u, L.U_CORELET] = 2 * core + (1 if CORE_UNITS[slot].endswith("1") else 0)
-        if CORE_UNITS[slot] == "send":
-            us[u, L.U_INTERVAL_FP] = machine.dma.send_interval_fp(L.FP_ONE)
     host = count - 1
     us[host, L.U_STOP] = machine.stop_of("pcie")
     us[host, L.U_CORE] = HOST_CORE

@@ -1,8 +1,9 @@
 """The bidirectional ring: shortest-direction routes and per-link, per-stick arbitration.
 
-Timing contract: a link carries one 128 B stick per cycle per direction. A stick that
-reaches a stop at cycle t leaves on its next link at max(t, the cycle after the link's
-previous stick) and reaches the next stop ``hop_latency`` cycles later. Sticks contend
+Timing contract: a link carries one 128 B stick per cycle per direction; an LX-to-LX (send)
+stick holds it for ``send_stick_cycles``. A stick that reaches a stop at cycle t leaves on its
+next link at max(t, the end of the link's previous stick) and reaches the next stop
+``hop_latency`` cycles later. Sticks contend
 first come, first served (ties in event order). Routes take the shorter direction;
 equal distances go clockwise (towards higher stop numbers).
 
@@ -89,7 +90,7 @@ def travel_nb(st, stop, dst, u, role, x, t):
     while True:
         lk = 2 * stop + d
         depart = max(t, link[lk, L.L_FREE])
-        link[lk, L.L_FREE] = depart + 1
+        link[lk, L.L_FREE] = depart + (cfg[L.C_SEND_HOLD] if role == L.ROLE_SEND else 1)
         link[lk, L.L_STICKS] += 1
         link[lk, L.L_WAIT] += depart - t
         us[u, L.S_STALL_LINK] += depart - t

@@ -18,7 +18,7 @@ from . import pcie
 from .dma import DmaUnit, Fabric
 from .dram import Channel
 from .fifo import Fifo
-from .lx import FP_ONE, Port
+from .lx import Port
 from .ring import Ring
 from .tokens import Tokens
 
@@ -49,8 +49,7 @@ class Card:
             port = Port(pcie.interval_fp(self.machine))
             return DmaUnit(self.fabric, number, self.machine.stop_of(HOST_UNIT), port,
                            self.machine.pcie.latency_cycles)
-        port = Port(self.machine.dma.send_interval_fp(FP_ONE)) if unit == "send" else Port()
-        return DmaUnit(self.fabric, number, self.fabric.core_stops[core], port)
+        return DmaUnit(self.fabric, number, self.fabric.core_stops[core], Port())
 
 
 def build_card(env: simpy.Environment, machine: Machine) -> Card:

@@ -2,7 +2,8 @@
 
 Stops are numbered in ``[ring] stops`` order, clockwise. A stick goes the shorter way
 round (ties clockwise) and keeps its direction. Each link (a stop's way out, per
-direction) is a simpy Resource of capacity one, held for one cycle per stick: a stick that
+direction) is a simpy Resource of capacity one, held for one cycle per stick (a send stick:
+``send_stick_cycles``): a stick that
 reaches a stop queues for the link first come, first served, leaves when it gets it and
 reaches the next stop ``hop_latency_cycles`` after leaving. Sticks reaching a stop in the
 same cycle queue in the canonical order (stop, destination, unit, role, detail). The hold
@@ -36,6 +37,7 @@ class Ring:
         self.env = env
         self.stops = len(machine.ring.stops)
         self.hop_cycles = machine.ring.hop_latency_cycles
+        self.send_hold = machine.ring.send_stick_cycles
         self.links = [[simpy.Resource(env, 1) for _ in range(2)] for _ in range(self.stops)]
 
     def hops(self, src: int, dst: int) -> int:
@@ -46,6 +48,11 @@ class Ring:
         """0 clockwise (towards higher stop numbers), 1 counter-clockwise."""
         clockwise = (dst - src) % self.stops
         return 0 if clockwise <= self.stops - clockwise else 1
+
+    def _release(self, link: simpy.Resource, held: simpy.Event, cycles: int) -> Generator:
+        """The link is free again ``cycles`` after the stick took it; the stick itself has gone on."""
+        yield self.env.timeout(cycles)
+        link.release(held)
 
     def carry(self, cycle: int, src: int, dst: int, unit: int, role: Role, detail: int,
               at_stop: Callable[[int], None] | None = None) -> Generator:
@@ -58,10 +65,11 @@ class Ring:
         while stop != dst:
             if at_stop:
                 at_stop(stop)
-            with self.links[stop][direction].request() as link:
-                yield link
-                leave = self.env.now
-                yield self.env.timeout(1)
+            link = self.links[stop][direction]
+            held = link.request()
+            yield held
+            leave = self.env.now
+            self.env.process(self._release(link, held, self.send_hold if role == Role.SEND else 1))
             stop = (stop + step) % self.stops
             yield At(self.env, leave + self.hop_cycles, Kind.STICK, stop, dst, unit, role, detail)
         if at_stop:

@@ -46,9 +46,13 @@ def test_two_flows_contend_for_one_link(tiny, run_units):
     assert log.link_stats[link_core1_cw].tolist() == [8, 8]
 
 
-def test_send_rate_spaces_the_sticks(tiny_with, run_units):
-    """At 32 B per cycle the send unit puts a stick on the ring every 4 cycles: 0, 4, 8, 12; the last
-    lands at 12 + H and is written: done 12 + H + 1."""
-    machine = tiny_with("dma.send_bytes_per_cycle=32")
-    log = run_units(machine, {0: {"send": [_send(1, 4 * 128)]}})
-    assert log.total_cycles == 12 + H + 1
+def test_a_send_stick_holds_each_link_longer(tiny_with, run_units):
+    """With send_stick_cycles 4 a send stick holds a link 4 cycles: the sticks leave at 0, 4, 8, 12; the
+    last lands at 12 + H and is written: done 12 + H + 1. Over two hops the second link is held
+    the same way, in step: done 12 + 2H + 1. A load's sticks still hold a link one cycle."""
+    machine = tiny_with("ring.send_stick_cycles=4")
+    assert run_units(machine, {0: {"send": [_send(1, 4 * 128)]}}).total_cycles == 12 + H + 1
+    assert run_units(machine, {0: {"send": [_send(2, 4 * 128)]}}).total_cycles == 12 + 2 * H + 1
+    load = {"op": "load", "dram": 0, "lx": 0, "bytes": 4 * 128}
+    plain = run_units(tiny_with(), {1: {"load": [load]}})
+    assert run_units(machine, {1: {"load": [load]}}).end.tolist() == plain.end.tolist()

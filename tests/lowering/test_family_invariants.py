@@ -34,15 +34,17 @@ def _program(tmp_path, family, cores):
     return path
 
 
-DRAM_BOUND = {"pointwise": 1.15}  # family: how much slower 32 cores may be than one (see the test)
+DRAM_BOUND = {"pointwise": 1.15, "reduction": 2.5}  # family: how much slower 32 cores may be than one (see the test)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_32_cores_are_not_slower_than_one(tmp_path, spyre, family):
     """A pointwise add moves 2 MB and computes next to nothing: one core, its loads and stores queued,
-    already streams at the DRAM model's rate (no per-core DMA limit is modelled), and 32 cores mix
-    64 streams, which costs the row-buffer locality of two. There, 32 cores may be a little slower;
-    a schedule that serialized the cores would still be many times slower."""
+    already streams at the DRAM model's rate (no per-core DMA limit is modelled yet: see
+    docs/decisions/fidelity.md), and 32 cores mix 64 streams, which costs the row-buffer locality of
+    two. A split reduction also sends its partials up to 8 hops over a ring whose LX-to-LX sticks
+    hold each link 18 cycles. There, 32 cores may be slower than one; a schedule that serialized the
+    cores would still be many times slower than either bound."""
     one, many = (run(load(_program(tmp_path, family, c), spyre).units, spyre).report.total_cycles for c in (1, 32))
     assert many < one * DRAM_BOUND.get(family, 1.0)
 

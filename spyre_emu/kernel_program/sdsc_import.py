@@ -133,10 +133,11 @@ def _kernel(imp: _Importer, i: int, name: str, symbols: dict[int, tuple[int, int
     _check_supported(imp, name, key, sdsc, dsc)
     dims = {k.rstrip("_"): int(v) for k, v in dsc["N_"].items() if k != "name_"}
     role_in, role_out = _roles(imp, name, where, dsc)
-    args = _tensors(imp, name, where, dsc, symbols, sdsc["numWkSlicesPerDim_"], role_out[0])
+    division = _division(imp, name, key, sdsc)
+    args = _tensors(imp, name, where, dsc, symbols, division, role_out[0])
     out = args[role_out[0]]
     order = imp.labels[out] + [d for d in dims if d not in imp.labels[out]]
-    slices = {d: int(sdsc["numWkSlicesPerDim_"].get(d, 1)) for d in order}
+    slices = {d: division.get(d, 1) for d in order}
     _check_cores(imp, name, key, sdsc, slices)
     imp.written.add(out)
     return {"name": f"sdsc{i}_{op}", "op": op, "inputs": [args[t] for t in role_in if t not in role_out],
@@ -354,6 +355,18 @@ def _core_slices(slices: dict[str, int]) -> list[dict[str, int]]:
             rest, digits[d] = divmod(rest, n)
         out.append(digits)
     return out
+
+
+def _division(imp: _Importer, name: str, key: str, sdsc: dict) -> dict[str, int]:
+    """``numWkSlicesPerDim_``, checked before anything walks its cores: whole positive counts whose
+    product is ``numCoresUsed_`` (a huge count would otherwise enumerate billions of cores)."""
+    raw = sdsc.get("numWkSlicesPerDim_")
+    cores = sdsc.get("numCoresUsed_")
+    if not isinstance(raw, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                            for v in raw.values()) or math.prod(raw.values()) != cores:
+        raise imp.fail(f"expected whole positive slice counts whose product is numCoresUsed_ ({cores})", name,
+                       f"{key}.numWkSlicesPerDim_")
+    return raw
 
 
 def _check_cores(imp: _Importer, name: str, key: str, sdsc: dict, slices: dict[str, int]) -> None:

@@ -1,13 +1,14 @@
 """Bugs the fuzz tests found, each pinned by the smallest case that showed it."""
 
 import json
+import os
 
 import pytest
 
 import spyre_emu.cli
 from spyre_emu.cli import LINE_BREAKS, main
 from tests.cli.test_fuzz import _budget
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHARED
 
 TINY = str(ROOT / "configs" / "tiny.toml")
 
@@ -72,3 +73,20 @@ def test_a_config_without_fp16_pt_lanes_is_a_config_error(tmp_path, capsys):
     config.write_text((ROOT / "configs" / "tiny.toml").read_text().replace("\nfp16 = 8\n", "\n", 1))
     message = _fails(capsys, "run", str(ROOT / "docs" / "examples" / "load_exp_store.json"), "--config", str(config))
     assert message == f"{config}: pt.lanes.fp16: missing: the PT array's fp16 lanes are required"
+
+
+def test_an_sdsc_slice_count_past_its_cores_fails_before_walking_them(tmp_path, capsys):
+    """numWkSlicesPerDim_ mb = 2^40 + 1 made the importer enumerate 2^45 cores (a hang)."""
+    source = SHARED / "sdsc-examples" / "add_3d" / "sdsc_0.json"
+    if not source.is_file():
+        assert os.environ.get("CI") != "true", f"{source} is missing in CI"
+        pytest.skip(f"{source} is not beside the project")
+    data = json.loads(source.read_text())
+    sdsc = next(iter(data.values()))
+    sdsc["numWkSlicesPerDim_"]["mb"] = (1 << 40) + 1
+    (tmp_path / "sdsc").mkdir()
+    (tmp_path / "sdsc" / "sdsc_0.json").write_text(json.dumps(data))
+    with _budget(10):
+        message = _fails(capsys, "import-sdsc", str(tmp_path / "sdsc"), "-o", str(tmp_path / "p.json"))
+    assert "numWkSlicesPerDim_: expected whole positive slice counts whose product is numCoresUsed_" in message
+    assert not (tmp_path / "p.json").exists()

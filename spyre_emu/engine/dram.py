@@ -29,11 +29,11 @@ from . import layout as L
 def channel_of_nb(cfg, addr):
     """The interleave line modulo the channels, XORed with each higher group of line bits when
     ``C_HASH_GROUPS`` > 1 (``Dram.channel_of``)."""
-    line = addr // cfg[L.C_INTERLEAVE]
-    channel = line % cfg[L.C_CHANNELS]
+    line, mask = addr >> cfg[L.C_LINE_SHIFT], cfg[L.C_CHANNELS] - 1  # shifts: a division per group is slow
+    channel = line & mask
     for _ in range(cfg[L.C_HASH_GROUPS] - 1):
-        line //= cfg[L.C_CHANNELS]
-        channel ^= line % cfg[L.C_CHANNELS]
+        line >>= cfg[L.C_CHANNEL_SHIFT]
+        channel ^= line & mask
     return channel
 
 

@@ -32,8 +32,9 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
 # Machine parameters ``cfg[:]``.
 (C_HOP, C_BURST, C_INFLIGHT, C_INTERLEAVE, C_CHANNELS, C_BANKS, C_ROW, C_STICK_CYC,
  C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
- C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS, C_SEND_HOLD) = range(26)
-C_COLS = 26
+ C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS, C_SEND_HOLD,
+ C_LINE_SHIFT, C_CHANNEL_SHIFT) = range(28)  # log2 of interleave_bytes and of channels (both powers of two)
+C_COLS = 28
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;

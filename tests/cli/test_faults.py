@@ -56,6 +56,27 @@ def test_sigint_during_a_write_is_one_line_and_leaves_nothing(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == []  # no partial output, no temporary file
 
 
+STARTING = """
+import builtins, os, signal, sys
+load = builtins.__import__
+def interrupting(name, *args, **kwargs):
+    if name == "numba":  # the CLI is loading the engine
+        os.kill(os.getpid(), signal.SIGINT)
+    return load(name, *args, **kwargs)
+builtins.__import__ = interrupting
+from spyre_emu.entry import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigint_while_the_cli_loads_is_one_line(tmp_path):
+    """Ctrl-C in the half second the console script spends importing numba and the engine."""
+    done = subprocess.run([sys.executable, "-c", STARTING, "run", str(PROGRAM), "--quiet"], capture_output=True,
+                          text=True, check=False, timeout=120, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (130, "spyre-emu: interrupted\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sigkill_during_a_write_keeps_the_previous_output(tmp_path):
     out = tmp_path / "out"
     assert _run(out).returncode == 0

@@ -44,15 +44,19 @@ class RunResult:
 
 def load(path: str | Path, machine: Machine) -> Program:
     """Load a unit program or a kernel program (lowered here), by its ``format`` tag."""
-    data = read_json(Path(path))
+    return parse(read_json(Path(path)), machine, str(path))
+
+
+def parse(data: object, machine: Machine, source: str) -> Program:
+    """A program's JSON data, by its ``format`` tag: a unit program as it is, a kernel program lowered."""
     tag = data.get("format") if isinstance(data, dict) else None
     if tag == UNIT_FORMAT:
-        return Program(parse_unit_program(data, machine, str(path)))
+        return Program(parse_unit_program(data, machine, source))
     if tag == KERNEL_FORMAT:
-        kernels = parse_kernel_program(data, str(path))
+        kernels = parse_kernel_program(data, source)
         return Program(lower(kernels, machine), kernels.tensors, {k.name: k.op for k in kernels.kernels})
     raise ProgramError(f"unknown program format {tag!r}; expected {UNIT_FORMAT!r} or {KERNEL_FORMAT!r}",
-                       str(path), "format")
+                       source, "format")
 
 
 def load_program(path: str | Path, machine: Machine) -> UnitProgram:

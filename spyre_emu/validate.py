@@ -24,13 +24,9 @@ from .accuracy import Point, fits
 from .calibration import Case
 from .config import Machine
 from .errors import SpyreEmuError
-from .kernel_program import FORMAT as KERNEL_FORMAT
-from .kernel_program import parse_kernel_program
-from .lowering import lower
-from .pipeline import load, run
+from .pipeline import load, parse, run
 from .pool import parallel_map
 from .results import Report
-from .unit_program import parse_unit_program
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "examples" / "programs" / "calibration"
 MISS = 0.15  # DESIGN.md §5: mean absolute error <= 15 %; a row beyond it says why it misses
@@ -229,9 +225,7 @@ def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str
 def _case_figures(job: tuple[dict, Machine]) -> tuple[float, float]:
     """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here."""
     data, machine = job
-    program = lower(parse_kernel_program(data, "calibration"), machine) if data["format"] == KERNEL_FORMAT \
-        else parse_unit_program(data, machine, "calibration")
-    report = run(program, machine, cache=False).report.data
+    report = run(parse(data, machine, "calibration"), machine, cache=False).report.data
     return report["latency_us"], 100 * report["pt"]["mac_utilization"]
 
 

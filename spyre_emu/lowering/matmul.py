@@ -184,15 +184,14 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
 def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:
     """Load a tile's pieces (runs of sticks, each to its LX address) into every core of ``feed``; pieces
     that follow one another in LX go in one call, so their runs can form one strided descriptor."""
-    items: list[Item] = []
-    runs, lx, end = [], 0, None
-    for piece_runs, at in [*tile, ([], -1)]:
-        if at != end and runs:
-            items += core.dma("load", tensor, runs, lx)
-            runs = []
-        if not runs:
-            lx = at
-        runs, end = runs + piece_runs, at + sum(n for _, n in piece_runs) * STICK_BYTES
+    groups: list[tuple[int, Runs]] = []  # (LX of the group, its runs)
+    end = None
+    for runs, at in tile:
+        if at != end:
+            groups.append((at, []))
+        groups[-1][1].extend(runs)
+        end = at + sum(n for _, n in runs) * STICK_BYTES
+    items = [item for lx, runs in groups for item in core.dma("load", tensor, runs, lx)]
     if feed != (core.core,):
         for item in items:
             item["to"] = list(feed)

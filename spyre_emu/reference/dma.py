@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -59,9 +59,12 @@ class Transfer:
 
     index: int                          # its place in the program (the engine's instruction number)
     ins: Instruction
-    left: int                           # sticks (multicast: copies) still to deliver
     ended: Callable[[int], None]        # records its end and signals its tokens
     ready: int = -1                     # when its last stick was written
+    left: int = field(init=False)       # sticks (multicast: copies) still to deliver
+
+    def __post_init__(self) -> None:
+        self.left = self.ins.args["bytes"] // STICK_BYTES * self.copies
 
     @property
     def to(self) -> tuple[int, ...]:
@@ -91,7 +94,7 @@ class DmaUnit:
     def run(self, ins: Instruction, index: int, ended: Callable[[int], None]) -> Generator:
         """Start the instruction; returns once its last request is issued. ``ended`` runs at its END."""
         a = ins.args
-        self.current = Transfer(index, ins, a["bytes"] // STICK_BYTES * max(1, len(a.get("to", ()))), ended)
+        self.current = Transfer(index, ins, ended)
         self.queue.append(self.current)
         self.addr = a["lx"] if ins.op == "send" else a["dram"]
         self.piece = self.piece_left = a.get("piece", a["bytes"])

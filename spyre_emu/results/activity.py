@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import Machine
 from ..engine.log import EventLog
+from .kernels import previous_end
 from .traffic import Traffic
 
 MAX_BINS = 400
@@ -48,14 +49,7 @@ def activity(log: EventLog, machine: Machine, traffic: Traffic, link_names: dict
 def busy_start(log: EventLog) -> np.ndarray:
     """When each instruction makes its unit busy: its start, or the end of the unit's previous one if
     later (a DMA unit's queued instructions overlap; each counts from where the previous ended)."""
-    begin = log.start.astype(np.float64)
-    previous: dict[tuple[int, str], int] = {}
-    for i, ins in enumerate(log.instructions):
-        key = (ins.core, ins.unit)
-        if key in previous:
-            begin[i] = max(begin[i], float(log.end[previous[key]]))
-        previous[key] = i
-    return np.minimum(begin, log.end)
+    return np.minimum(np.maximum(log.start, previous_end(log)), log.end).astype(np.float64)
 
 
 def _unit_rates(log: EventLog, begin: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -41,14 +41,14 @@ def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, default_na
     groups: dict[str, list[int]] = defaultdict(list)
     for i, ins in enumerate(log.instructions):
         groups[ins.kernel or default_name].append(i)
-    waits = _wait_start(log)
+    waits = previous_end(log)
     ring = traffic.ring_sticks(len(log.instructions))
     kernels = [_kernel(name, np.array(idx), log, machine, traffic, ring, waits, ops.get(name, ""))
                for name, idx in groups.items()]
     return sorted(kernels, key=lambda k: (k["start_cycle"], k["end_cycle"], k["name"]))
 
 
-def _wait_start(log: EventLog) -> np.ndarray:
+def previous_end(log: EventLog) -> np.ndarray:
     """Per instruction, the cycle its unit became free for it: the end of the unit's previous
     instruction, or 0. Until its start it waited for tokens (a unit starts its next instruction
     in the cycle the previous one ends when its tokens are there)."""
@@ -95,7 +95,6 @@ def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end
     data = log.stall_data if log.stall_data is not None else np.zeros(n, np.int64)
     room = log.stall_room if log.stall_room is not None else np.zeros(n, np.int64)
     rows: dict[str, dict[str, Any]] = {}
-    ended: dict[str, int] = {}  # the unit's previous end: a DMA unit's queued instructions overlap it
     for i in idx:
         ins = log.instructions[i]
         unit = ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"
@@ -104,9 +103,8 @@ def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end
         stalls["token"] += max(0, int(log.start[i]) - max(int(waits[i]), start))
         stalls["data"] += int(data[i])
         stalls["room"] += int(room[i])
-        busy_from = max(int(log.start[i]), ended.get(unit, 0))
+        busy_from = max(int(log.start[i]), int(waits[i]))  # a DMA unit's queued instructions overlap
         row["busy_cycles"] += max(0, int(log.end[i]) - busy_from) - int(data[i]) - int(room[i])
-        ended[unit] = int(log.end[i])
     for row in rows.values():
         row["idle_cycles"] = end - start - row["busy_cycles"] - sum(row["stall_cycles"].values())
     return [rows[u] for u in sorted(rows, key=_unit_order)]

@@ -6,7 +6,8 @@
 4. ``divide_work`` (work_division.py): each kernel's split over the cores
 5. ``split_steps`` (program.py): kernel programs between host steps
 6. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
-   ``emit_programs`` (program.py): each segment's kernel program
+   ``split_launches`` (program.py): segments cut where no LX-resident value crosses
+   ``emit_programs`` (program.py): each launch's kernel program
 7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback (a refused
    restickify: a host round trip), and 3-7 run again
 """
@@ -32,7 +33,7 @@ from .fusion import fuse
 from .graph import Graph, Node, Value, source_line
 from .layout import assign_layouts, crossings
 from .options import Options
-from .program import Segment, Step, emit_programs, split_steps
+from .program import Segment, Step, emit_programs, split_launches, split_steps
 from .scratchpad import plan_scratchpad
 from .work_division import divide_work
 
@@ -65,6 +66,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         divide_work(graph, machine, cores)
         steps = split_steps(graph)
         plan_scratchpad(graph, steps, machine)
+        steps = split_launches(graph, steps)
         emit_programs(graph, steps)
         programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None for step in steps]
         refused = next((p for p in programs if isinstance(p, tuple)), None)

@@ -2,9 +2,9 @@
 
 The model is compiled and called once on the example inputs; each kernel program that ran is
 written as JSON, with its input tensors as .npy files beside it (``data``), so that
-``spyre-emu run --functional`` reproduces the call's results. A model whose graph has host
-steps (CPU fallbacks, host views of computed values) has several kernel programs: they are
-written as ``name.json``, ``name.1.json``, ... in call order. Meta example inputs give programs
+``spyre-emu run --functional`` reproduces the call's results. A model has a kernel program per
+launch (kernels that hand over through DRAM, or around a host step, are separate launches): they
+are written as ``name.json``, ``name.1.json``, ... in call order. Meta example inputs give programs
 without data (timing only).
 """
 

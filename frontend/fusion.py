@@ -143,18 +143,19 @@ PATTERNS = (_softmax, _norms, _silu, _gelu_tanh)
 
 
 def fuse(graph: Graph) -> None:
-    """Replace each matched chain by one kernel that remembers the chain (``unfused``)."""
+    """Replace each matched chain by one kernel that remembers the chain (``unfused``). Producers
+    and use counts are recounted only after a fusion changed the graph."""
     for pattern in PATTERNS:
-        at = 0
+        at, chains = 0, _Chains(graph)
         while at < len(graph.nodes):
             node = graph.nodes[at]
-            found = pattern(_Chains(graph), node) if node.is_kernel else None
+            found = pattern(chains, node) if node.is_kernel else None
             if found is not None:
                 op, inputs, attrs = found
                 fused = Node(op, inputs, node.outputs, node.fx, attrs)
                 graph.nodes[at] = fused
                 fused.unfused = [*_drop_unread(graph), node]
-                at = graph.nodes.index(fused)
+                at, chains = graph.nodes.index(fused), _Chains(graph)
             at += 1
 
 

@@ -86,7 +86,8 @@ def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings
           machine: Machine, inputs: list[dict[str, np.ndarray]]) -> FrontendReport:
     trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
              for d, name, nbytes in crossings]
-    kernels = [row for seg, result in segments for row in _kernel_rows(seg, result.log)]
+    shapes: dict[int, list[dict[str, Any]]] = {}
+    kernels = [row for seg, result in segments for row in _kernel_rows(seg, result.log, shapes)]
     total = sum(r.report.total_cycles for _, r in segments) + sum(t["cycles"] for t in trips)
     for row in kernels:
         row["share"] = round(row["cycles"] / total, 6) if total else 0.0
@@ -101,13 +102,22 @@ def pcie_cycles(nbytes: int, machine: Machine) -> int:
     return machine.pcie.latency_cycles + int(np.ceil(nbytes * machine.clock.ghz / machine.pcie.gbytes_per_s))
 
 
-def _kernel_rows(seg: Segment, log: EventLog) -> list[dict[str, Any]]:
-    """One row per kernel when the lowering tags instructions with their kernel, else one for the program."""
+def _kernel_rows(seg: Segment, log: EventLog, shapes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per kernel when the lowering tags instructions with their kernel, else one for the
+    program. ``shapes`` holds the rows of each log already seen, by the program's own kernel names:
+    the launches of identical layers share one log, and only the names differ."""
+    if id(log) not in shapes:
+        shapes[id(log)] = _program_rows(seg, log)
+    real = {seg.names[k.name]: k.name for k in seg.kernels}
+    return [{**row, "name": real.get(row["name"], "+".join(k.name for k in seg.kernels))} for row in shapes[id(log)]]
+
+
+def _program_rows(seg: Segment, log: EventLog) -> list[dict[str, Any]]:
     tags = [getattr(ins, "kernel", None) for ins in log.instructions]
     groups: dict[str, list[int]] = {}
     for i, tag in enumerate(tags):
-        groups.setdefault(tag or "+".join(k.name for k in seg.kernels), []).append(i)
-    by_name = {k.name: k for k in seg.kernels}
+        groups.setdefault(tag or "", []).append(i)
+    by_name = {seg.names[k.name]: k for k in seg.kernels}
     rows = [_row(name, by_name.get(name), seg, log, idx) for name, idx in groups.items()]
     done = 0
     for row in rows:  # kernels overlap: each is charged the time it adds to the program's end

@@ -77,13 +77,13 @@ class CompiledGraph:
         self._timing_runs()  # every segment's timing first, once per compiled graph: it does not depend on the data
         for i, step in enumerate(self.compiled.steps):
             if isinstance(step, Segment):
-                inputs = {name: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
+                inputs = {step.names[name]: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
                 self._inputs.append(inputs)
                 result = with_outputs(self.compiled.programs[i], self.machine, self._timing[i], inputs)
                 self._functional_runs.append((step, result))
                 for name in step.outputs:
                     t = graph.tensors[name]
-                    env[t.value] = _from_array(result.outputs[name], t).reshape(t.value.shape)
+                    env[t.value] = _from_array(result.outputs[step.names[name]], t).reshape(t.value.shape)
             else:
                 _run_host(step, env)
         return [None if v is None else value_of(env, v) for v in graph.outputs]

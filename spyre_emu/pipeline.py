@@ -114,18 +114,21 @@ def timing(program: Program, machine: Machine, max_cycles: int = DEFAULT_MAX_CYC
 
 def timings(programs: list[Program], machine: Machine, cache: bool = True) -> list[tuple[EventLog, Report]]:
     """The logs and reports of independent programs: cached ones from the cache, the others
-    simulated side by side in the process pool (pool.py)."""
-    keys = [_key(p, machine, DEFAULT_MAX_CYCLES) for p in programs]
+    simulated side by side in the process pool (pool.py). A program listed more than once (the
+    same object: the front end's launches of identical layers) is keyed and simulated once."""
+    unique = list({id(p): p for p in programs}.values())
+    keys = [_key(p, machine, DEFAULT_MAX_CYCLES) for p in unique]
     entries = [memo.lookup(k) if cache else None for k in keys]
     missing = [i for i, e in enumerate(entries) if e is None]
-    jobs = [(programs[i], machine) for i in missing]
-    size = sum(len(stream) for i in missing for stream in programs[i].units.streams.values())
+    jobs = [(unique[i], machine) for i in missing]
+    size = sum(len(stream) for i in missing for stream in unique[i].units.streams.values())
     done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
     for i, entry in zip(missing, done, strict=True):
         entries[i] = entry
         if cache:
             memo.store(keys[i], entry)
-    return [_unpack(p, e) for p, e in zip(programs, entries, strict=True)]
+    results = {id(p): _unpack(p, e) for p, e in zip(unique, entries, strict=True)}
+    return [results[id(p)] for p in programs]
 
 
 def _key(program: Program, machine: Machine, max_cycles: int) -> str:

@@ -78,8 +78,11 @@ def test_fewer_cores_take_longer():
 
 def test_export_program_runs_with_the_cli(tmp_path):
     model, x = _mlp(), torch.randn(16, 64).half()
-    (path,) = export_program(model, (x,), tmp_path / "model.json")
-    assert main(["run", str(path), "--functional", "--output-dir", str(tmp_path), "--quiet"]) == 0
-    (out,) = [p for p in tmp_path.glob("*.npy")]
+    paths = export_program(model, (x,), tmp_path / "model.json")
+    assert [p.name for p in paths] == ["model.json"] + [f"model.{i}.json" for i in range(1, len(paths))]
+    for path in paths:  # one launch per file, each with the inputs it had in the call
+        out_dir = tmp_path / path.stem
+        assert main(["run", str(path), "--functional", "--output-dir", str(out_dir), "--quiet"]) == 0
+    (out,) = [p for p in out_dir.glob("*.npy")]
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(np.load(out)), model(x), atol=5e-3, rtol=5e-3)

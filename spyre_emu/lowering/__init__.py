@@ -59,7 +59,7 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
                             "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
     if program.host_transfers and program.kernels:
         data["host"] = _host_transfers(program, cores, first or [], stored)
-    return parse_unit_program(data, machine, program.source)
+    return parse_unit_program(data, machine, program.source, schema=False)
 
 
 def _check_card(program: KernelProgram, machine: Machine) -> None:

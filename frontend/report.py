@@ -28,9 +28,9 @@ _CAPTURES: list[list[FrontendReport]] = []
 
 @dataclass
 class FrontendReport:
-    """``kernels``: name, op, cores, cycles (what the kernel adds to the program's end; kernels
-    overlap), span_cycles (first start to last end), end, share, pt_utilization and sfu_utilization
-    (over the span), dram_bytes."""
+    """``kernels``: name, op, cores, cycles (what the kernel adds to the program's end, the first of a
+    program also its launch; kernels overlap), span_cycles (first start to last end), end, share,
+    pt_utilization and sfu_utilization (over the span), dram_bytes."""
 
     total_cycles: int
     latency_us: float
@@ -87,7 +87,8 @@ def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings
     trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
              for d, name, nbytes in crossings]
     shapes: dict[int, list[dict[str, Any]]] = {}
-    kernels = [row for seg, result in segments for row in _kernel_rows(seg, result.log, shapes)]
+    kernels = [row for seg, result in segments
+               for row in _kernel_rows(seg, result.log, result.report.data["launch_cycles"], shapes)]
     total = sum(r.report.total_cycles for _, r in segments) + sum(t["cycles"] for t in trips)
     for row in kernels:
         row["share"] = round(row["cycles"] / total, 6) if total else 0.0
@@ -102,24 +103,26 @@ def pcie_cycles(nbytes: int, machine: Machine) -> int:
     return machine.pcie.latency_cycles + int(np.ceil(nbytes * machine.clock.ghz / machine.pcie.gbytes_per_s))
 
 
-def _kernel_rows(seg: Segment, log: EventLog, shapes: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _kernel_rows(seg: Segment, log: EventLog, launch: int, shapes: dict[int, list[dict[str, Any]]]
+                 ) -> list[dict[str, Any]]:
     """One row per kernel when the lowering tags instructions with their kernel, else one for the
-    program. ``shapes`` holds the rows of each log already seen, by the program's own kernel names:
-    the launches of identical layers share one log, and only the names differ."""
+    program; the first is charged the program's launch. ``shapes`` holds the rows of each log already
+    seen, by the program's own kernel names: the launches of identical layers share one log, and only
+    the names differ."""
     if id(log) not in shapes:
-        shapes[id(log)] = _program_rows(seg, log)
+        shapes[id(log)] = _program_rows(seg, log, launch)
     real = {seg.names[k.name]: k.name for k in seg.kernels}
     return [{**row, "name": real.get(row["name"], "+".join(k.name for k in seg.kernels))} for row in shapes[id(log)]]
 
 
-def _program_rows(seg: Segment, log: EventLog) -> list[dict[str, Any]]:
+def _program_rows(seg: Segment, log: EventLog, launch: int) -> list[dict[str, Any]]:
     tags = [getattr(ins, "kernel", None) for ins in log.instructions]
     groups: dict[str, list[int]] = {}
     for i, tag in enumerate(tags):
         groups.setdefault(tag or "", []).append(i)
     by_name = {seg.names[k.name]: k for k in seg.kernels}
     rows = [_row(name, by_name.get(name), seg, log, idx) for name, idx in groups.items()]
-    done = 0
+    done = -launch
     for row in rows:  # kernels overlap: each is charged the time it adds to the program's end
         row["cycles"], done = max(row["end"] - done, 0), max(row["end"], done)
     return rows

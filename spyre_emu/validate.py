@@ -48,7 +48,9 @@ def _ratio(reports: list[Report]) -> float:
 
 
 def _macs_per_ns(reports: list[Report]) -> float:
-    return reports[0].data["pt"]["macs"] / (reports[0].data["latency_us"] * 1000)
+    """A sustained rate (the slope of a fitted cost model): over the card's cycles, without the launch."""
+    data = reports[0].data
+    return data["pt"]["macs"] / data["card_cycles"] * data["clock_ghz"]
 
 
 def _speedup(reports: list[Report]) -> float:

@@ -272,6 +272,16 @@ class Pcie:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """What starting a kernel program costs on the card, before its first instruction runs."""
+
+    dispatch_cycles: int
+
+    def problems(self) -> Problems:
+        return _non_negative(self, "dispatch_cycles")
+
+
+@dataclass(frozen=True)
 class Machine:
     """The whole card. ``problems()`` also checks what spans units (ring stops)."""
 
@@ -285,6 +295,7 @@ class Machine:
     ring: Ring
     dram: Dram
     pcie: Pcie
+    launch: Launch
 
     def problems(self) -> Problems:
         bad: Problems = []

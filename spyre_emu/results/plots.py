@@ -40,6 +40,11 @@ def _data(report: Report | dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _card_cycles(data: dict[str, Any]) -> int:
+    """The card's cycles, which the time axes span (reports before the launch cost had only the total)."""
+    return data.get("card_cycles", data["total_cycles"])
+
+
 def _section(data: Any, key: str) -> Any:
     """The report's ``key``; an error (naming ``key``) when the JSON is not a report that has it."""
     if not isinstance(data, dict) or key not in data:
@@ -63,7 +68,7 @@ def _busy(data: dict[str, Any], key: str) -> tuple[list[str], np.ndarray, int]:
 
 def _title(data: dict[str, Any], what: str) -> str:
     return f"{what}: {data.get('program', '')}\n{data['total_cycles']} cycles at {data['clock_ghz']} GHz " \
-           f"= {data['latency_us']:.2f} us"
+           f"= {data['latency_us']:.2f} us (time axis: the card, after the launch)"
 
 
 def _unit_color(track: str) -> str:
@@ -162,10 +167,10 @@ def gantt(report: Report | dict[str, Any], log: EventLog | None = None, max_bars
     lanes = _kernel_lanes(kernels)
     fig, top, ax = _figure(len(names), max(lanes, default=-1) + 1)
     if top is not None:
-        _draw_kernels(top, kernels, lanes, data["total_cycles"])
+        _draw_kernels(top, kernels, lanes, _card_cycles(data))
     ax.set_xlabel(_draw_bins(ax, *binned) if binned is not None else _draw_bars(ax, spans))
     _label_tracks(ax, names)
-    ax.set_xlim(0, max(data["total_cycles"], 1))
+    ax.set_xlim(0, max(_card_cycles(data), 1))
     kinds = dict.fromkeys(unit_kind(name.rsplit(".", 1)[-1]) for name in names)
     ax.legend(handles=[Patch(color=UNIT_COLORS.get(k, "black"), label=k) for k in kinds], loc="upper left",
               bbox_to_anchor=(1.0, 1.0), fontsize=8, title="unit", title_fontsize=8)
@@ -180,7 +185,7 @@ def _busy_map(data: dict[str, Any], key: str, what: str, ylabel: str) -> Figure:
                       extent=(0, busy.shape[1] * bin_cycles, len(names) - 0.5, -0.5))
     ax.set_ylabel(ylabel)
     _label_tracks(ax, names)
-    ax.set_xlim(0, max(data["total_cycles"], 1))
+    ax.set_xlim(0, max(_card_cycles(data), 1))
     ax.set_xlabel(f"cycle ({bin_cycles}-cycle bins)")
     fig.colorbar(image, ax=ax, label="busy fraction of the bin", fraction=0.03, pad=0.01)
     fig.suptitle(_title(data, what), fontsize=10)

@@ -52,17 +52,22 @@ def _gbps(nbytes: float, cycles: int, ghz: float) -> float:
 
 
 def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[str, str] | None = None) -> Report:
-    """``kernel_ops``: the op of each kernel of a kernel program, by name."""
+    """``kernel_ops``: the op of each kernel of a kernel program, by name. The program's time is its
+    launch (``launch.dispatch_cycles``) and then the card running it (``card_cycles``, first instruction
+    to last); rates and shares are over the card's cycles."""
     cycles, ghz = log.total_cycles, machine.clock.ghz
+    total = machine.launch.dispatch_cycles + cycles
     traffic = trace_traffic(log, machine)
     links = _link_names(log, machine)
     data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "program": source,
-        "total_cycles": cycles,
+        "total_cycles": total,
         "clock_ghz": ghz,
-        "latency_us": round(cycles / ghz / 1000, 6),
+        "latency_us": round(total / ghz / 1000, 6),
+        "launch_cycles": machine.launch.dispatch_cycles,
+        "card_cycles": cycles,
         "instructions": len(log.instructions),
         "units": _unit_classes(log, cycles),
         "pt": _pt(log, machine, cycles),

@@ -15,7 +15,7 @@ NAME_WIDTH = 28
 
 def render_text(d: dict[str, Any]) -> str:
     lines = [f"{d['program']}: {d['total_cycles']} cycles = {d['latency_us']:.3f} us at {d['clock_ghz']} GHz "
-             f"({d['instructions']} instructions)", ""]
+             f"(launch {d['launch_cycles']} + card {d['card_cycles']}; {d['instructions']} instructions)", ""]
     lines += _kernels(d["kernels"]) + [""] + _units(d) + [""] + _dram(d["dram"]) + [""] + _ring(d["ring"])
     return "\n".join(lines) + "\n"
 

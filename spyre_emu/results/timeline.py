@@ -80,7 +80,7 @@ def _counters(report: dict[str, Any], machine: Machine) -> list[dict[str, Any]]:
     for lk in act["links"]:
         direction = DIRECTIONS[_is_counter_clockwise(lk["name"], machine)]
         series[(RING_PID, f"ring {direction}", lk["name"])] = lk["busy"]
-    return _counter_events(series, width, report["total_cycles"], machine)
+    return _counter_events(series, width, report["card_cycles"], machine)
 
 
 def _is_counter_clockwise(link: str, machine: Machine) -> int:

@@ -16,6 +16,8 @@ def test_report_and_trace(tmp_path, capsys):
     text = capsys.readouterr().out
     data = json.loads(report.read_text())
     assert isinstance(data["total_cycles"], int)
+    assert data["total_cycles"] == data["launch_cycles"] + data["card_cycles"]
+    assert data["launch_cycles"] == 8030  # configs/spyre.toml
     assert data["latency_us"] == round(data["total_cycles"] / data["clock_ghz"] / 1000, 6)
     assert f"{data['total_cycles']} cycles" in text
     assert data["units"]["sfu"]["units_used"] == 2
@@ -27,7 +29,7 @@ def test_report_and_trace(tmp_path, capsys):
     tracks = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
     assert {name for pid, name in tracks if pid >= 100} == {"load", "store", "sfu0", "sfu1"}  # core0's units
     assert all(e["ph"] != "M" or "ts" in e for e in events)
-    assert max(e["args"]["end_cycle"] for e in spans) == data["total_cycles"]
+    assert max(e["args"]["end_cycle"] for e in spans) == data["card_cycles"]
     ideal = tmp_path / "t_ideal_cycles" / "inductor-spyre" / "softmax_1core" / "perf" / "ideal_cycles.json"
     assert json.loads(ideal.read_text()) == [{"ideal_cycles": 0, "op_category": "program"}]  # no PT work
 

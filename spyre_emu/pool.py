@@ -5,14 +5,18 @@ Each simulation is single-threaded and shares nothing with the others, so proces
 speed-up of up to the number of CPUs. Workers start from a fork server (a clean process that never
 imported torch: forking a process with torch's threads running is unsafe) and are kept for the
 next map. ``SPYRE_EMU_WORKERS`` sets their number (default: the CPUs this process may use; 1 runs
-everything in this process).
+everything in this process). Workers import what they run by name and never run the parent's main
+script: a user's script without an ``if __name__ == "__main__"`` guard would otherwise compile its
+model again in every worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -29,12 +33,29 @@ def parallel_map(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
     more than one worker; ``fn`` and the items must pickle. Results come back in order."""
     if len(items) < 2 or workers() < 2:
         return [fn(item) for item in items]
-    return list(_executor().map(fn, items))
+    with _main_hidden():  # workers start as the items are submitted
+        futures = [_executor().submit(fn, item) for item in items]
+    return [f.result() for f in futures]
 
 
 def shutdown() -> None:
     while _POOL:
         _POOL.pop().shutdown()
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While workers start, the main module names no file or module: multiprocessing then gives a new
+    worker nothing of it to run."""
+    main = sys.modules["__main__"]
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _executor() -> ProcessPoolExecutor:

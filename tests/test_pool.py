@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 
 from spyre_emu import pipeline, pool
@@ -32,3 +36,17 @@ def test_programs_simulated_in_the_pool_equal_serial_runs(spyre, monkeypatch):
         assert np.array_equal(log.end, serial.log.end)
         assert np.array_equal(log.start, serial.log.start)
         assert log.instructions == serial.log.instructions
+
+
+def test_a_script_without_a_main_guard_runs_in_the_pool(tmp_path):
+    """multiprocessing would run such a script again in each new worker, which there starts a pool of its own."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        os.environ["SPYRE_EMU_WORKERS"] = "2"
+        from spyre_emu import pool
+        print(pool.parallel_map(abs, [-3, 2, -1, 0]))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[3, 2, 1, 0]"]

@@ -32,6 +32,7 @@ LX_RESERVED_SHARE = 0.2
 FOLD_CYCLES, FOLD_STICK_CYCLES = 90, 23  # a reduction step over one position of the reduced dim, and per
 COMBINE_CYCLES = 5   # output stick; folding in one member's partials: fitted to sums over (4 | 64 | 512, 4096)
 MIN_K_CHUNK = 8     # the lowering wants two chunks of at least 8 K sticks beside a core's C tile
+DRAM_SUSTAINED = 150 / 204.8  # share of the DRAM peak a card sustains streaming: ~150 GB/s (DESIGN.md §3 decode)
 
 
 def divide_work(graph: Graph, machine: Machine, cores: int) -> None:
@@ -147,11 +148,14 @@ def _matmul_splits(batch: int, m: int, n: int, cores: int) -> list[tuple[int, in
 
 def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int], machine: Machine) -> float:
     """Estimated cycles of a matmul split (batch, rows, columns): the longest of the card's DRAM time,
-    one core's own loads (a stick per cycle) and one core's PT time."""
+    one core's own loads (a stick per cycle) and one core's PT time. The lowering multicasts a shared
+    operand to cohorts of up to ``dma.multicast_max_cores``: A crosses DRAM once per cohort of the
+    column slices that share its rows, B once per cohort of the row slices that share its columns."""
     x, r, c = split
     k_pad, n_pad = -(-k // STICK) * STICK, -(-n // STICK) * STICK
-    elems = batch * (c * m * k_pad + r * k_pad * n_pad + m * n_pad)  # A per column slice, B per row slice, C
-    dram_cycles = 2 * elems / machine.dram.peak_bytes_per_cycle()
+    cohort = machine.dma.multicast_max_cores
+    elems = batch * (-(-c // cohort) * m * k_pad + -(-r // cohort) * k_pad * n_pad + m * n_pad)
+    dram_cycles = 2 * elems / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle())
     core_cycles = 2 * elems / (x * r * c) / STICK_BYTES
     rows = -(-(m // r) // PT_ROWS) * PT_ROWS
     macs = (batch // x) * rows * (n_pad // c) * k_pad

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import warnings
 
 import pytest
@@ -9,10 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend import compile as compile_module  # noqa: E402
-from spyre_emu.frontend import last_report, views  # noqa: E402
+from spyre_emu.frontend import last_report, views, work_division  # noqa: E402
 from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
+from tests.conftest import require_shared  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -97,3 +99,19 @@ def test_graph_break_and_recompile():
         for shape in ((4, 64), (8, 64)):
             x = torch.randn(*shape).half()
             torch.testing.assert_close(compiled(x), fn(x), atol=5e-3, rtol=5e-3)
+
+
+def test_matmul_divisions_are_the_measured_best():
+    """On every shape of the silicon split sweep, the division the pass picks is measured within 10 %
+    of the best one (calibration/matmul_split_sweep.csv)."""
+    rows = list(csv.DictReader((require_shared() / "calibration" / "matmul_split_sweep.csv").open()))
+    machine = load_machine()
+    shapes = {(r["role"], r["phase"]): tuple(int(r[d]) for d in "BMNK") for r in rows}
+    for (role, phase), (b, m, n, k) in shapes.items():
+        measured = {tuple(int(r[f"split_{d}"]) for d in "bmnk"): float(r["device_us"])
+                    for r in rows if (r["role"], r["phase"]) == (role, phase)}
+        a_shape, b_shape = ((b, m, k), (b, k, n)) if b > 1 else ((m, k), (k, n))
+        _, slices = work_division._matmul([a_shape, b_shape], machine, 32)
+        picked = (slices.get("x", 1), slices["mb"], slices["out"], 1)
+        assert picked in measured, (role, phase, picked)
+        assert measured[picked] <= 1.10 * min(measured.values()), (role, phase, picked)

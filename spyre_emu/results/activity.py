@@ -10,29 +10,29 @@ a link's sticks, the bytes moved.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
 from ..config import Machine
 from ..engine.log import EventLog
-from .kernels import previous_end
+from .kernels import Units, previous_end
 from .traffic import Traffic
 
 MAX_BINS = 400
 DIGITS = 4
 
 
-def activity(log: EventLog, machine: Machine, traffic: Traffic, link_names: dict[int, str]) -> dict[str, Any]:
+def activity(log: EventLog, machine: Machine, traffic: Traffic, units: Units, link_names: dict[int, str]
+             ) -> dict[str, Any]:
     total = log.total_cycles
     width = max(1, -(-total // MAX_BINS))
     edges = np.minimum(np.arange(-(-total // width) + 1) * width, total).astype(np.float64)
     sizes = np.diff(edges)
     start, end = log.start.astype(np.float64), log.end.astype(np.float64)
-    begin = busy_start(log)
+    begin = busy_start(log, units)
     tracks = [{"name": name, "busy": _fractions(spread(edges, begin[i], end[i], rate), sizes)}
-              for name, (i, rate) in _unit_rates(log, begin).items()]
+              for name, (i, rate) in _unit_rates(log, units, begin).items()]
     links = []
     for link in sorted(link_names):
         rows = traffic.link == link
@@ -46,22 +46,22 @@ def activity(log: EventLog, machine: Machine, traffic: Traffic, link_names: dict
     return {"bin_cycles": width, "bins": len(sizes), "tracks": tracks, "links": links, "dram_gb_per_s": gbps}
 
 
-def busy_start(log: EventLog) -> np.ndarray:
+def busy_start(log: EventLog, units: Units) -> np.ndarray:
     """When each instruction makes its unit busy: its start, or the end of the unit's previous one if
     later (a DMA unit's queued instructions overlap; each counts from where the previous ended)."""
-    return np.minimum(np.maximum(log.start, previous_end(log)), log.end).astype(np.float64)
+    return np.minimum(np.maximum(log.start, previous_end(log, units)), log.end).astype(np.float64)
 
 
-def _unit_rates(log: EventLog, begin: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _unit_rates(log: EventLog, units: Units, begin: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per unit name, in unit order: its instructions and the busy share of each one's busy span."""
-    by_unit: dict[str, list[int]] = defaultdict(list)
-    for i, ins in enumerate(log.instructions):
-        by_unit[ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"].append(i)
+    order = np.argsort(units.of, kind="stable")
+    bounds = np.searchsorted(units.of[order], np.arange(len(units.names) + 1))
+    by_unit = {name: order[bounds[u]:bounds[u + 1]] for u, name in enumerate(units.names)}
     duration = log.end - begin
     stalled = np.zeros(len(duration)) if log.stall_data is None else (log.stall_data + log.stall_room)
     busy = np.divide(duration - stalled, duration, out=np.zeros_like(duration), where=duration > 0)
     order = sorted(by_unit, key=log.unit_names.index)
-    return {u: (np.array(by_unit[u]), busy[by_unit[u]]) for u in order}
+    return {u: (by_unit[u], busy[by_unit[u]]) for u in order}
 
 
 def spread(edges: np.ndarray, a: np.ndarray, b: np.ndarray, rate: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ utilization from ideal_cycles.json and the Cmpt Exec (TS3..TS4) duration.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,41 +36,55 @@ COMPUTE_KINDS = {"lx2fifo", "fifo2lx", "pt", "sfu"}
 STALL_CAUSES = ("token", "data", "room")
 
 
-def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, default_name: str,
+@dataclass(frozen=True)
+class Units:
+    """Each instruction's unit: ``of[i]`` indexes ``names`` ("core3.load"; host units by their own name),
+    numbered in the order the instructions first use them."""
+
+    of: np.ndarray
+    names: list[str]
+
+
+def units_of(log: EventLog) -> Units:
+    index: dict[tuple[int, str], int] = {}
+    of = np.fromiter((index.setdefault((ins.core, ins.unit), len(index)) for ins in log.instructions), np.int64,
+                     len(log.instructions))
+    return Units(of, [unit if core < 0 else f"core{core}.{unit}" for core, unit in index])
+
+
+def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, units: Units, default_name: str,
                    ops: dict[str, str]) -> list[dict[str, Any]]:
     """One dict per kernel, ordered by start cycle (then end, then name)."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, ins in enumerate(log.instructions):
         groups[ins.kernel or default_name].append(i)
-    waits = previous_end(log)
+    waits = previous_end(log, units)
     ring = traffic.ring_sticks(len(log.instructions))
-    kernels = [_kernel(name, np.array(idx), log, machine, traffic, ring, waits, ops.get(name, ""))
+    kernels = [_kernel(name, np.array(idx), log, machine, traffic, ring, waits, units, ops.get(name, ""))
                for name, idx in groups.items()]
     return sorted(kernels, key=lambda k: (k["start_cycle"], k["end_cycle"], k["name"]))
 
 
-def previous_end(log: EventLog) -> np.ndarray:
+def previous_end(log: EventLog, units: Units) -> np.ndarray:
     """Per instruction, the cycle its unit became free for it: the end of the unit's previous
     instruction, or 0. Until its start it waited for tokens (a unit starts its next instruction
-    in the cycle the previous one ends when its tokens are there)."""
+    in the cycle the previous one ends when its tokens are there). The log lists the instructions
+    stream by stream, in program order."""
     out = np.zeros(len(log.instructions), np.int64)
-    previous: dict[tuple[int, str], int] = {}
-    for i, ins in enumerate(log.instructions):  # stream by stream, in program order
-        key = (ins.core, ins.unit)
-        out[i] = log.end[previous[key]] if key in previous else 0
-        previous[key] = i
+    same = units.of[1:] == units.of[:-1]
+    out[1:][same] = log.end[:-1][same]
     return out
 
 
 def _kernel(name: str, idx: np.ndarray, log: EventLog, machine: Machine, traffic: Traffic, ring: np.ndarray,
-            waits: np.ndarray, op: str) -> dict[str, Any]:
+            waits: np.ndarray, units: Units, op: str) -> dict[str, Any]:
     start, end = int(log.start[idx].min()), int(log.end[idx].max())
     span, ghz = end - start, machine.clock.ghz
     cores = sorted({log.instructions[i].core for i in idx if log.instructions[i].core >= 0})
     compute = [i for i in idx if unit_kind(log.instructions[i].unit) in COMPUTE_KINDS]
     exec_start = int(log.start[compute].min()) if compute else start
     exec_end = int(log.end[compute].max()) if compute else end
-    per_unit = _per_unit(idx, log, waits, start, end)
+    per_unit = _per_unit(idx, log, waits, units, start, end)
     work = _work(idx, log, machine)
     moved = {"dram_read": int(traffic.dram_read[idx].sum()), "dram_write": int(traffic.dram_write[idx].sum()),
              "ring": int(ring[idx].sum()) * STICK_BYTES, "lx": int(traffic.lx[idx].sum())}
@@ -89,25 +104,23 @@ def _kernel(name: str, idx: np.ndarray, log: EventLog, machine: Machine, traffic
     }
 
 
-def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, start: int, end: int) -> list[dict[str, Any]]:
+def _per_unit(idx: np.ndarray, log: EventLog, waits: np.ndarray, units: Units, start: int, end: int
+              ) -> list[dict[str, Any]]:
     """busy / stalled by cause / idle cycles of every unit the kernel uses, within its span."""
-    n = len(log.instructions)
-    data = log.stall_data if log.stall_data is not None else np.zeros(n, np.int64)
-    room = log.stall_room if log.stall_room is not None else np.zeros(n, np.int64)
-    rows: dict[str, dict[str, Any]] = {}
-    for i in idx:
-        ins = log.instructions[i]
-        unit = ins.unit if ins.core < 0 else f"core{ins.core}.{ins.unit}"
-        row = rows.setdefault(unit, {"unit": unit, "busy_cycles": 0, "stall_cycles": dict.fromkeys(STALL_CAUSES, 0)})
-        stalls = row["stall_cycles"]
-        stalls["token"] += max(0, int(log.start[i]) - max(int(waits[i]), start))
-        stalls["data"] += int(data[i])
-        stalls["room"] += int(room[i])
-        busy_from = max(int(log.start[i]), int(waits[i]))  # a DMA unit's queued instructions overlap
-        row["busy_cycles"] += max(0, int(log.end[i]) - busy_from) - int(data[i]) - int(room[i])
-    for row in rows.values():
-        row["idle_cycles"] = end - start - row["busy_cycles"] - sum(row["stall_cycles"].values())
-    return [rows[u] for u in sorted(rows, key=_unit_order)]
+    zeros = np.zeros(len(idx), np.int64)
+    data = zeros if log.stall_data is None else log.stall_data[idx]
+    room = zeros if log.stall_room is None else log.stall_room[idx]
+    began, ended, free = log.start[idx], log.end[idx], waits[idx]
+    token = np.maximum(0, began - np.maximum(free, start))
+    busy = np.maximum(0, ended - np.maximum(began, free)) - data - room  # a DMA unit's queued instructions overlap
+    used, which = np.unique(units.of[idx], return_inverse=True)
+    sums = np.zeros((4, len(used)), np.int64)
+    for row, values in enumerate((busy, token, data, room)):
+        np.add.at(sums[row], which, values)
+    rows = [{"unit": units.names[u], "busy_cycles": int(b),
+             "stall_cycles": {"token": int(t), "data": int(d), "room": int(r)},
+             "idle_cycles": end - start - int(b + t + d + r)} for u, b, t, d, r in zip(used, *sums, strict=True)]
+    return sorted(rows, key=lambda row: _unit_order(row["unit"]))
 
 
 def _unit_order(unit: str) -> tuple[int, str]:

@@ -19,7 +19,7 @@ from ..config import STICK_BYTES, Machine
 from ..engine.log import CHANNEL_STATS, LINK_STATS, UNIT_STATS, EventLog
 from ..unit_program.opcodes import unit_kind
 from .activity import activity
-from .kernels import kernel_figures, peak_flops_per_cycle
+from .kernels import kernel_figures, peak_flops_per_cycle, units_of
 from .text import render_text
 from .traffic import trace_traffic
 
@@ -59,6 +59,7 @@ def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[
     total = machine.launch.dispatch_cycles + cycles
     traffic = trace_traffic(log, machine)
     links = _link_names(log, machine)
+    units = units_of(log)
     data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -77,8 +78,8 @@ def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[
                     "peak_flops_per_cycle": peak_flops_per_cycle(machine, machine.cores.count),
                     "peak_dram_bytes_per_cycle": round(machine.dram.peak_bytes_per_cycle(), 6),
                     "link_bytes_per_cycle": machine.ring.link_bytes_per_cycle},
-        "kernels": kernel_figures(log, machine, traffic, Path(source).stem, kernel_ops or {}),
-        "activity": activity(log, machine, traffic, links),
+        "kernels": kernel_figures(log, machine, traffic, units, Path(source).stem, kernel_ops or {}),
+        "activity": activity(log, machine, traffic, units, links),
     }
     return Report(data)
 

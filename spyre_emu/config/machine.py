@@ -132,9 +132,10 @@ class Dma:
     max_burst_bytes: int
     max_inflight_bytes: int
     multicast_max_cores: int  # destinations one load may name (one DRAM read, a copy per core)
+    piece_setup_cycles: int   # a load, store or send unit sets up each piece (contiguous run) this long
 
     def problems(self) -> Problems:
-        bad = _powers_of_two(self, "max_burst_bytes", "max_inflight_bytes")
+        bad = _powers_of_two(self, "max_burst_bytes", "max_inflight_bytes") + _non_negative(self, "piece_setup_cycles")
         if self.multicast_max_cores < 1:
             bad.append(("multicast_max_cores", "must be at least 1"))
 

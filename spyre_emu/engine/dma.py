@@ -1,7 +1,10 @@
 """DMA units (load, store, send, PCIe): bursts, the in-flight budget, sticks on the ring, DRAM queues.
 
-Timing contract: bursts of at most ``max_burst_bytes`` that do not cross a burst boundary (nor the
-end of a piece of a strided load or store), split at channel interleave boundaries into requests;
+Timing contract: a load, store or send unit sets up each piece of a transfer (the whole of a plain
+one, each run of a strided one) for ``piece_setup_cycles``, from the instruction's start or from the
+issue of the previous piece's last request, and issues none of its requests before; bursts of at
+most ``max_burst_bytes`` that do not cross a burst boundary (nor the end of a piece of a strided load
+or store), split at channel interleave boundaries into requests;
 at most ``max_inflight_bytes`` outstanding per unit, over all its instructions under way (a unit
 starts its next instruction once the current one has issued its last request, and ends them in
 order). Reads: the request reaches its memory controller after one hop latency per hop (requests
@@ -35,6 +38,8 @@ def start_dma_nb(st, u, i, t):
     us[u, L.U_ADDR] = ins[i, L.I_A0]
     us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
     us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
+    if ins[i, L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
+        us[u, L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
     st[L.ST_TIMES][L.T_LEFT, i] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
     us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
     return issue_nb(st, u, t + ins[i, L.I_DUR])
@@ -76,6 +81,11 @@ def issue_nb(st, u, t):
     op = ins[i, L.I_OP]
     ok = True
     while us[u, L.U_ISSUE_LEFT] > 0:
+        if t < us[u, L.U_PIECE_AT]:  # the piece is still being set up: issue again when it is
+            if us[u, L.U_WAKE] != us[u, L.U_PIECE_AT]:
+                us[u, L.U_WAKE] = us[u, L.U_PIECE_AT]
+                ok &= at_nb(st, us[u, L.U_PIECE_AT], L.EV_ISSUE, u)
+            break
         addr = us[u, L.U_ADDR]
         burst = min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
         if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
@@ -84,9 +94,11 @@ def issue_nb(st, u, t):
         us[u, L.U_ISSUE_LEFT] -= burst
         us[u, L.U_ADDR] += burst
         us[u, L.U_PIECE_LEFT] -= burst
-        if us[u, L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer
+        if us[u, L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer, set up from now
             us[u, L.U_ADDR] += ins[i, L.I_A6] - ins[i, L.I_A5]
             us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
+            if op <= L.OP_SEND:
+                us[u, L.U_PIECE_AT] = t + cfg[L.C_PIECE_SETUP]
         if us[u, L.U_ISSUE_LEFT] == 0:  # all issued: the next instruction may start
             us[u, L.U_BUSY] = 0
             us[u, L.U_PC] += 1

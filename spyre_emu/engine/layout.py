@@ -18,12 +18,13 @@ OP_LOAD, OP_STORE, OP_SEND, OP_LX2FIFO, OP_FIFO2LX, OP_MATMUL, OP_SFU, OP_H2D, O
 # and the unit's statistics (the last columns, copied into the event log).
 (U_PC, U_END, U_BUSY, U_STOP, U_CORE, U_CORELET, U_PORT_FP, U_INTERVAL_FP,
  U_WAITTOK, U_WAITSINCE, U_BLOCK, U_BLOCKSINCE,
- U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK, U_PIECE_LEFT, U_OLDEST, U_LASTEND,
- S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(28)
-U_COLS = 28
+ U_ADDR, U_ISSUE_LEFT, U_INFLIGHT, U_LEFT, U_DEST, U_CHUNK, U_PIECE_LEFT, U_OLDEST, U_LASTEND, U_PIECE_AT, U_WAKE,
+ S_BUSY, S_STALL_TOKEN, S_STALL_DATA, S_STALL_ROOM, S_STALL_LINK, S_STALL_DRAM, S_STICKS) = range(30)
+U_COLS = 30
 # U_PC is the instruction a unit runs or will start next; U_OLDEST the oldest not yet ended. They
 # differ only on DMA units, which start an instruction once the previous one has issued its last
-# request (their descriptors queue) and end them in order.
+# request (their descriptors queue) and end them in order. U_PIECE_AT: when the DMA unit's current
+# piece is set up (it issues no request of it before); U_WAKE: the cycle of its pending EV_ISSUE.
 STAT_FIRST = S_BUSY
 
 # Block reasons of a streaming unit.
@@ -33,8 +34,9 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
 (C_HOP, C_BURST, C_INFLIGHT, C_INTERLEAVE, C_CHANNELS, C_BANKS, C_ROW, C_STICK_CYC,
  C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
  C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS, C_SEND_HOLD,
- C_LINE_SHIFT, C_CHANNEL_SHIFT) = range(28)  # log2 of interleave_bytes and of channels (both powers of two)
-C_COLS = 28
+ C_LINE_SHIFT, C_CHANNEL_SHIFT,  # log2 of interleave_bytes and of channels (both powers of two)
+ C_PIECE_SETUP) = range(29)
+C_COLS = 29
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;
@@ -64,7 +66,7 @@ K_COLS = 6
 # Events ``ev[slot, :]``.
 E_TIME, E_SEQ, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(9)
 E_COLS = 9
-EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL = range(8)
+EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(9)
 
 # Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written
 # sticks their request slot.

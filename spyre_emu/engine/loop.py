@@ -14,7 +14,7 @@ its instructions in order.
 from numba import njit
 
 from . import layout as L
-from .dma import channel_nb, delivered_nb, request_nb, start_dma_nb, stick_nb
+from .dma import channel_nb, delivered_nb, issue_nb, request_nb, start_dma_nb, stick_nb
 from .fifo import fifo_visible_nb, step_nb
 from .queue import at_nb, pop_nb
 
@@ -131,6 +131,8 @@ def run_nb(st, now, budget):
             ok = fifo_visible_nb(st, p0, t)
         elif kind == L.EV_DONE:
             ok = _finish_nb(st, p0, t)
+        elif kind == L.EV_ISSUE:
+            ok = issue_nb(st, p0, t)
         else:
             ok = _try_start_nb(st, p0, t)
         if not ok:

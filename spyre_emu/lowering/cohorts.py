@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from ..config import STICK_BYTES
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -25,10 +27,8 @@ class Piece:
     m: tuple[int, int]
     g: tuple[int, int]
     k: tuple[int, int]
-    a_feed: tuple[int, ...] = ()   # the cores this core's A loads fill (empty: another core loads its A)
-    b_feed: tuple[int, ...] = ()
-    a_from: int = -1               # the core whose loads bring this core's A
-    b_from: int = -1
+    a_cohort: tuple[int, ...] = ()  # the cores sharing this core's A sticks, this one included, in core order
+    b_cohort: tuple[int, ...] = ()
     k_group: tuple[int, ...] = ()  # the cores reducing partial sums with this one, in K order
 
     @property
@@ -38,27 +38,37 @@ class Piece:
 
 def cohorts(pieces: list[Piece], limit: int) -> list[Piece]:
     """The pieces with their A and B cohorts and K groups filled in."""
-    a_feed, a_from = _share(pieces, lambda p: (p.batches, p.m, p.k), limit)
-    b_feed, b_from = _share(pieces, lambda p: (p.batches, p.g, p.k), limit)
+    a_cohort = _share(pieces, lambda p: (p.batches, p.m, p.k), limit)
+    b_cohort = _share(pieces, lambda p: (p.batches, p.g, p.k), limit)
     groups = defaultdict(list)
     for p in pieces:
         groups[(p.batches, p.m, p.g)].append(p)
     k_group = {p.core: tuple(q.core for q in sorted(group, key=lambda q: q.k)) for group in groups.values()
                for p in group}
-    return [replace(p, a_feed=a_feed.get(p.core, ()), b_feed=b_feed.get(p.core, ()), a_from=a_from[p.core],
-                    b_from=b_from[p.core], k_group=k_group[p.core]) for p in pieces]
+    return [replace(p, a_cohort=a_cohort[p.core], b_cohort=b_cohort[p.core], k_group=k_group[p.core])
+            for p in pieces]
 
 
-def _share(pieces: list[Piece], key, limit: int) -> tuple[dict[int, tuple[int, ...]], dict[int, int]]:
-    """Cohorts of pieces with the same ``key`` and size: each leader's members, each piece's leader."""
+def share(tile: list[tuple[list[tuple[int, int]], int]], members: int) -> list[list[tuple[list[tuple[int, int]], int]]]:
+    """A tile (runs of device sticks, each list to its LX address) cut into ``members`` parts of whole
+    runs with about equal sticks, in order; a part may be empty when there are fewer runs than members."""
+    runs = [(first, count, at + sum(n for _, n in group[:i]) * STICK_BYTES)
+            for group, at in tile for i, (first, count) in enumerate(group)]
+    total, parts, done = sum(count for _, count, _ in runs), [[] for _ in range(members)], 0
+    for first, count, at in runs:
+        parts[min(members - 1, done * members // max(total, 1))].append(([(first, count)], at))
+        done += count
+    return parts
+
+
+def _share(pieces: list[Piece], key, limit: int) -> dict[int, tuple[int, ...]]:
+    """Each piece's cohort: the pieces with the same ``key`` and size, in groups of at most ``limit``."""
     same = defaultdict(list)
     for p in pieces:
         same[(key(p), p.size)].append(p.core)
-    feed, source = {}, {}
+    cohort = {}
     for cores in same.values():
         cores.sort()
         for i in range(0, len(cores), limit):
-            members = tuple(cores[i:i + limit])
-            feed[members[0]] = members
-            source.update(dict.fromkeys(members, members[0]))
-    return feed, source
+            cohort.update(dict.fromkeys(cores[i:i + limit], tuple(cores[i:i + limit])))
+    return cohort

@@ -8,8 +8,8 @@ each K stick, its rows of A and, per 64-column group, the chunk's rows of B, as 
 consecutive device sticks. Each pass multiplies up to 8 rows of the A tile by one column group
 and accumulates into C in LX; passes alternate between the two corelets' PT arrays.
 
-Cores that need the same operand sticks form a cohort (``cohorts.py``): one member loads them
-with a multicast into every member's LX, so an operand crosses DRAM once per cohort. Every core
+Cores that need the same operand sticks form a cohort (``cohorts.py``): each member loads its share
+of them with a multicast into every member's LX, so an operand crosses DRAM once per cohort. Every core
 lays out LX alike, so one address serves the whole cohort. Chunks are numbered across a core's
 tiles and double buffered: chunk n + 2 is loaded once every member's passes of chunk n are done.
 With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
@@ -28,7 +28,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
-from .cohorts import Piece, cohorts
+from .cohorts import Piece, cohorts, share
 from .placement import Runs, as_runs, check_division, division, slice_index, stick_of
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
@@ -159,14 +159,18 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
     a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
     by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
                         for r in range(0, rows, plan.rows_per_pass)])
-    if piece.a_feed:
-        a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)]
-        loads = _load(core, ops.names[0], a_tile, piece.a_feed)
-        _handshake(plan, n, f"A{core.core}", loads, piece.a_feed, list(by_unit))
-    if piece.b_feed:
-        b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)]
-        loads = _load(core, ops.names[1], b_tile, piece.b_feed)
-        _handshake(plan, n, f"B{core.core}", loads, piece.b_feed, list(by_unit))
+    a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)]
+    b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)]
+    sources = []  # (operand and loading core) of every part this core's passes wait for
+    for name, tile, cohort in ((ops.names[0], a_tile, piece.a_cohort), (ops.names[1], b_tile, piece.b_cohort)):
+        operand = "A" if name == ops.names[0] else "B"
+        for member, part in zip(cohort, share(tile, len(cohort)), strict=True):
+            if not part:
+                continue
+            sources.append(f"{operand}{member}")
+            if member == core.core:
+                loads = _load(core, name, part, cohort)
+                _handshake(plan, n, f"{operand}{member}", loads, cohort, list(by_unit))
     work: dict[str, list[Item]] = {}
     for unit, mine in by_unit.items():
         work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + (r * nb + j) * STICK_BYTES, "a_k_stride": a_step,
@@ -175,9 +179,8 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
                                       "c": plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, "k": k_rows,
                                       "rows": min(plan.rows_per_pass, rows - r), "accumulate": s0 > piece.k[0]})
                       for j, g, r in mine]
-        operands = (f"A{piece.a_from}", f"B{piece.b_from}")
-        work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in operands]
-        work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in operands]
+        work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
+        work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
     return work
 
 

@@ -1,7 +1,9 @@
 """DMA units (load, store, send; the host's PCIe unit): bursts, the in-flight budget, ports.
 
-A transfer (a strided load or store: each of its pieces) is cut into bursts of at most
-``max_burst_bytes`` that never cross a multiple of it, issued in order while the unit's
+A load, store or send sets up each piece (the whole transfer, or each run of a strided one) for
+``piece_setup_cycles`` before it issues any of its requests: from its start, then from the issue of
+the previous piece's last request. A transfer (a strided load or store: each of its pieces) is cut
+into bursts of at most ``max_burst_bytes`` that never cross a multiple of it, issued in order while the unit's
 outstanding bytes stay within ``max_inflight_bytes``; more issue as sticks are delivered. A burst
 on DRAM is cut again at ``interleave_bytes`` boundaries into requests, one per channel visit.
 
@@ -38,6 +40,8 @@ from .dram import Channel, Request, channel_of
 from .lx import Port
 from .order import At, Kind, Wake
 from .ring import Ring, Role
+
+SET_UP = ("load", "store", "send")  # the transfers whose pieces are set up (PCIe has its latency instead)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class DmaUnit:
         # The transfer being issued: where issue has got to.
         self.current: Transfer | None = None
         self.addr = self.to_issue = self.piece = self.stride = self.piece_left = 0
+        self.piece_at, self.wake_at = 0, -1  # when the current piece is set up; the pending wake-up
         self.issued = Wake(self.env)
 
     def run(self, ins: Instruction, index: int, ended: Callable[[int], None]) -> Generator:
@@ -101,6 +106,8 @@ class DmaUnit:
         self.stride = a.get("stride", self.piece)
         self.to_issue = a["bytes"]
         self.issued = Wake(self.env)
+        if ins.op in SET_UP:
+            self.piece_at = self.env.now + self.fabric.machine.dma.piece_setup_cycles
         self._issue(self.env.now + self.latency)
         yield self.issued
 
@@ -108,6 +115,11 @@ class DmaUnit:
         machine, tr = self.fabric.machine, self.current
         burst_bytes, budget = machine.dma.max_burst_bytes, machine.dma.max_inflight_bytes
         while self.to_issue:
+            if cycle < self.piece_at:  # the piece is still being set up
+                if self.wake_at != self.piece_at:
+                    self.wake_at = self.piece_at
+                    self.env.process(self._wake(self.piece_at))
+                return
             burst = min(self.piece_left, burst_bytes - self.addr % burst_bytes)
             if self.inflight + burst > budget:
                 return
@@ -120,11 +132,17 @@ class DmaUnit:
             self.addr += burst
             self.to_issue -= burst
             self.piece_left -= burst
-            if not self.piece_left:  # a strided transfer's next piece
+            if not self.piece_left:  # a strided transfer's next piece, set up from now
                 self.addr += self.stride - self.piece
                 self.piece_left = self.piece
+                if tr.ins.op in SET_UP:
+                    self.piece_at = cycle + machine.dma.piece_setup_cycles
             if not self.to_issue:  # all issued: the unit may start its next instruction
                 self.issued.fire(cycle, Kind.START, self.unit)
+
+    def _wake(self, cycle: int) -> Generator:
+        yield At(self.env, cycle, Kind.ISSUE, self.unit)
+        self._issue(self.env.now)
 
     def _issue_requests(self, tr: Transfer, addr: int, nbytes: int, cycle: int) -> None:
         d = self.fabric.machine.dram

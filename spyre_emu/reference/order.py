@@ -32,6 +32,7 @@ class Kind(IntEnum):
     VISIBLE = 5   # a stick pushed into a FIFO becomes visible (FIFO)
     WRITTEN = 6   # a write request's data is in DRAM (unit, sticks)
     PICK = 7      # a DRAM channel picks its next request (channel)
+    ISSUE = 8     # a DMA unit's piece is set up: it issues again (unit)
 
 
 _FIELD_BITS = 40  # each payload field is below 2**40 (units, stops, request numbers)

@@ -35,3 +35,28 @@ def test_back_to_back_burst_sized_pieces_are_a_plain_transfer(tiny, run_units):
     strided = run_units(tiny, {0: {"load": [_load(0, 64 * STICK, piece=4096, stride=4096)]}, 1: {"store": [
         {"op": "store", "lx": 0, "dram": 1 << 20, "bytes": 96 * STICK, "piece": 4096, "stride": 4096}]}})
     assert strided.end.tolist() == plain.end.tolist()
+
+
+def test_each_piece_is_set_up_before_its_requests(tiny_with, run_units):
+    """piece_setup_cycles = 10: the first piece's request leaves at 10 (ACT 14, column 24, data 29..33,
+    at core0 37); the second piece is set up from 10, its request leaves at 20 for channel 1 (ACT 24,
+    column 34, data 39..43, at core0 47). The port writes the sticks at 37 and 47: done 48."""
+    machine = tiny_with("dma.piece_setup_cycles=10")
+    log = run_units(machine, {0: {"load": [_load(0, 2 * STICK, piece=STICK, stride=256)]}})
+    assert log.total_cycles == 48
+
+
+def test_a_plain_transfer_is_one_piece(tiny_with, run_units):
+    """A plain 4-stick load (two requests: channels 0 and 1) is one piece, set up once: it ends exactly
+    the setup later than with none."""
+    plain = run_units(tiny_with(), {0: {"load": [_load(0, 4 * STICK)]}})
+    setup = run_units(tiny_with("dma.piece_setup_cycles=10"), {0: {"load": [_load(0, 4 * STICK)]}})
+    assert setup.total_cycles == plain.total_cycles + 10
+
+
+def test_a_send_is_set_up_too(tiny_with, run_units):
+    """An LX-to-LX send of one stick waits its setup before the stick leaves the port."""
+    send = {"op": "send", "lx": 0, "to_core": 1, "to_lx": 0, "bytes": STICK}
+    plain = run_units(tiny_with(), {0: {"send": [send]}})
+    setup = run_units(tiny_with("dma.piece_setup_cycles=10"), {0: {"send": [send]}})
+    assert setup.total_cycles == plain.total_cycles + 10

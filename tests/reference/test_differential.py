@@ -2,7 +2,7 @@
 
 Random programs (tests/reference/programs.py) run on the tiny and the default card, on two
 variants of the tiny card that reach closed pages, refreshes, one-cycle hops, shallow FIFOs,
-a small in-flight budget and a long write recovery, and on plain systolic arrays of the
+a small in-flight budget, a long write recovery and a piece setup, and on plain systolic arrays of the
 three dataflows: 100 programs, the same ones every run. ``--slow`` adds 200 new ones per card
 (1,400) and the examples that take long in simpy.
 """
@@ -27,7 +27,8 @@ CONFIGS = {  # name: (file, overrides, CI programs)
     "tiny-closed": ("tiny.toml", ["dram.page_policy=closed", "dram.t_refi_cycles=300", "dram.t_rfc_cycles=40",
                                   "ring.hop_latency_cycles=1", "fifo.depth_sticks=2"], 20),
     "tiny-budget": ("tiny.toml", ["dma.max_burst_bytes=256", "dma.max_inflight_bytes=512",
-                                  "dram.t_refi_cycles=500", "sfu.latency_cycles=0", "dram.t_wr_cycles=40"], 20),
+                                  "dram.t_refi_cycles=500", "sfu.latency_cycles=0", "dram.t_wr_cycles=40",
+                                  "dma.piece_setup_cycles=7"], 20),
     "plain-ws": ("plain-systolic.toml", [], 4),
     "plain-os": ("plain-systolic.toml", ["pt.dataflow=os", "pt.pe_rows=8", "pt.pe_cols=16"], 3),
     "plain-is": ("plain-systolic.toml", ["pt.dataflow=is", "pt.pe_cols=8"], 3),

@@ -49,16 +49,22 @@ def cohorts(pieces: list[Piece], limit: int) -> list[Piece]:
             for p in pieces]
 
 
-def share(tile: list[tuple[list[tuple[int, int]], int]], members: int) -> list[list[tuple[list[tuple[int, int]], int]]]:
-    """A tile (runs of device sticks, each list to its LX address) cut into ``members`` parts of whole
-    runs with about equal sticks, in order; a part may be empty when there are fewer runs than members."""
-    runs = [(first, count, at + sum(n for _, n in group[:i]) * STICK_BYTES)
+def share(tile: list[tuple[list[tuple[int, int]], int]], parts: int) -> list[list[tuple[list[tuple[int, int]], int]]]:
+    """A tile (runs of device sticks, each list to its LX address) cut into ``parts`` parts of whole
+    runs, in order, their run counts differing by at most one: none is empty while the tile has at
+    least ``parts`` runs (``loaders``)."""
+    runs = [([(first, count)], at + sum(n for _, n in group[:i]) * STICK_BYTES)
             for group, at in tile for i, (first, count) in enumerate(group)]
-    total, parts, done = sum(count for _, count, _ in runs), [[] for _ in range(members)], 0
-    for first, count, at in runs:
-        parts[min(members - 1, done * members // max(total, 1))].append(([(first, count)], at))
-        done += count
-    return parts
+    size, extra = divmod(len(runs), parts)
+    bounds = [p * size + min(p, extra) for p in range(parts + 1)]
+    return [runs[bounds[p]:bounds[p + 1]] for p in range(parts)]
+
+
+def loaders(cohort: tuple[int, ...], fewest_runs: int) -> tuple[int, ...]:
+    """The members that load a share of the operand in every chunk: as many as the chunk with the
+    fewest runs can give one run each, so every chunk has the same loaders (each handshake token of
+    a chunk is then signalled and awaited once)."""
+    return cohort[:max(1, min(len(cohort), fewest_runs))]
 
 
 def _share(pieces: list[Piece], key, limit: int) -> dict[int, tuple[int, ...]]:

@@ -28,7 +28,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
-from .cohorts import Piece, cohorts, share
+from .cohorts import Piece, cohorts, loaders, share
 from .placement import Runs, as_runs, check_division, division, slice_index, stick_of
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
@@ -130,10 +130,15 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
     tiles = [(xs, first, min(plan.block, piece.g[0] + piece.g[1] - first))
              for xs in blocks for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
+    last = piece.k[0] + (piece.k[1] - 1) // plan.chunk * plan.chunk  # the last chunk is the shortest
+    counts = [[sum(len(runs) for runs, _ in tile) for tile in _operand_tiles(
+        Operands(names, layouts, xs), replace(piece, g=(g0, groups)), plan, 0, (last, piece.k[0] + piece.k[1] - last))]
+        for xs, g0, groups in tiles]
+    sharing = (loaders(piece.a_cohort, min(a for a, _ in counts)), loaders(piece.b_cohort, min(b for _, b in counts)))
     for t, (xs, g0, groups) in enumerate(tiles):
         ops, tile = Operands(names, layouts, xs), replace(piece, g=(g0, groups))
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
-            passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)))
+            passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)), sharing)
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
@@ -150,23 +155,21 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
         before = sum(count for _, count in runs)
 
 
-def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
-           ks: tuple[int, int]) -> dict[str, list[Item]]:
-    """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit."""
-    (m0, rows), (g0, groups), (s0, n_k), nb = piece.m, piece.g, ks, len(ops.batches)
+def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int],
+           sharing: tuple[tuple[int, ...], tuple[int, ...]]) -> dict[str, list[Item]]:
+    """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
+    ``sharing``: the members of the A and B cohorts that load a share of each chunk."""
+    rows, groups, (s0, n_k), nb = piece.m[1], piece.g[1], ks, len(ops.batches)
     k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
     a_lx, b_lx = plan.buffers(n)
     a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
     by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
                         for r in range(0, rows, plan.rows_per_pass)])
-    a_tile = [(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)]
-    b_tile = [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)]
+    a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
-    for name, tile, cohort in ((ops.names[0], a_tile, piece.a_cohort), (ops.names[1], b_tile, piece.b_cohort)):
-        operand = "A" if name == ops.names[0] else "B"
-        for member, part in zip(cohort, share(tile, len(cohort)), strict=True):
-            if not part:
-                continue
+    for operand, name, tile, cohort, loading in (("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
+                                                 ("B", ops.names[1], b_tile, piece.b_cohort, sharing[1])):
+        for member, part in zip(loading, share(tile, len(loading)), strict=True):
             sources.append(f"{operand}{member}")
             if member == core.core:
                 loads = _load(core, name, part, cohort)
@@ -182,6 +185,18 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int,
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
     return work
+
+
+def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int]
+                   ) -> tuple[list[tuple[Runs, int]], list[tuple[Runs, int]]]:
+    """Chunk ``n``'s A and B tiles: per K stick of A and per column group of B, its runs of device
+    sticks and the LX address they go to."""
+    (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
+    k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
+    a_lx, b_lx = plan.buffers(n)
+    a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
+    return ([(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)],
+            [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)])
 
 
 def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:

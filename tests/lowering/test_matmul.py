@@ -34,6 +34,7 @@ def _program(tmp_path, m, k, n, sm, sn, dims_order=("mb", "in", "out"), sk=1):
     (256, 4096, 128, 1, 2),    # K in several double-buffered chunks
     (512, 256, 512, 8, 4),     # 32 cores
     (16, 128, 3840, 1, 1),     # 60 column groups do not fit LX at once: two column blocks
+    (512, 4096, 1600, 1, 5),   # A shared by 5 cores, in K chunks whose last is shorter: the same loaders in every chunk
 ])
 def test_values_match_numpy(tmp_path, spyre, m, k, n, sm, sn):
     path, want = _program(tmp_path, m, k, n, sm, sn)

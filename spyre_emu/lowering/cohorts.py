@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from ..config import STICK_BYTES
 
@@ -53,8 +54,8 @@ def share(tile: list[tuple[list[tuple[int, int]], int]], parts: int) -> list[lis
     """A tile (runs of device sticks, each list to its LX address) cut into ``parts`` parts of whole
     runs, in order, their run counts differing by at most one: none is empty while the tile has at
     least ``parts`` runs (``loaders``)."""
-    runs = [([(first, count)], at + sum(n for _, n in group[:i]) * STICK_BYTES)
-            for group, at in tile for i, (first, count) in enumerate(group)]
+    runs = [([(first, count)], at + (end - count) * STICK_BYTES) for group, at in tile
+            for (first, count), end in zip(group, accumulate(n for _, n in group), strict=True)]
     size, extra = divmod(len(runs), parts)
     bounds = [p * size + min(p, extra) for p in range(parts + 1)]
     return [runs[bounds[p]:bounds[p + 1]] for p in range(parts)]

@@ -85,6 +85,20 @@ class Plan:
     def b_bytes(self) -> int:
         return self.block * self.chunk * 64 * self.batches * STICK_BYTES
 
+    @property
+    def a_step(self) -> int:
+        """LX sticks per K stick of A (a chunk's A tile holds K stick after K stick)."""
+        return self.rows * self.batches
+
+    @property
+    def b_step(self) -> int:
+        """LX sticks per column group of B."""
+        return self.chunk * 64 * self.batches
+
+    def k_rows(self, ks: tuple[int, int]) -> int:
+        """K rows of chunk ``ks`` (first K stick, count): B has exactly K rows; A's last stick is padded."""
+        return min(ks[1] * 64, self.k - ks[0] * 64)
+
     def buffers(self, n: int) -> tuple[int, int]:
         """LX of A and B for chunk ``n`` (two sets, alternating)."""
         base = (n % 2) * (self.a_bytes + self.b_bytes)
@@ -130,11 +144,8 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
     tiles = [(xs, first, min(plan.block, piece.g[0] + piece.g[1] - first))
              for xs in blocks for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
-    last = piece.k[0] + (piece.k[1] - 1) // plan.chunk * plan.chunk  # the last chunk is the shortest
-    counts = [[sum(len(runs) for runs, _ in tile) for tile in _operand_tiles(
-        Operands(names, layouts, xs), replace(piece, g=(g0, groups)), plan, 0, (last, piece.k[0] + piece.k[1] - last))]
-        for xs, g0, groups in tiles]
-    sharing = (loaders(piece.a_cohort, min(a for a, _ in counts)), loaders(piece.b_cohort, min(b for _, b in counts)))
+    sharing = _sharing(piece, plan, [(Operands(names, layouts, xs), replace(piece, g=(g0, groups)))
+                                     for xs, g0, groups in tiles])
     for t, (xs, g0, groups) in enumerate(tiles):
         ops, tile = Operands(names, layouts, xs), replace(piece, g=(g0, groups))
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
@@ -155,14 +166,22 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
         before = sum(count for _, count in runs)
 
 
+def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> tuple[tuple[int, ...], ...]:
+    """The A and B loaders of every chunk: as many members as the fewest runs a chunk's tile has (the
+    last chunk, the shortest, of each tile)."""
+    last = piece.k[0] + (piece.k[1] - 1) // plan.chunk * plan.chunk
+    ks = (last, piece.k[0] + piece.k[1] - last)
+    counts = [[sum(len(runs) for runs, _ in tile) for tile in _operand_tiles(ops, part, plan, 0, ks)]
+              for ops, part in tiles]
+    return (loaders(piece.a_cohort, min(a for a, _ in counts)), loaders(piece.b_cohort, min(b for _, b in counts)))
+
+
 def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int],
            sharing: tuple[tuple[int, ...], tuple[int, ...]]) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
     ``sharing``: the members of the A and B cohorts that load a share of each chunk."""
-    rows, groups, (s0, n_k), nb = piece.m[1], piece.g[1], ks, len(ops.batches)
-    k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
+    rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
     a_lx, b_lx = plan.buffers(n)
-    a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
     by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
                         for r in range(0, rows, plan.rows_per_pass)])
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
@@ -176,11 +195,13 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
                 _handshake(plan, n, f"{operand}{member}", loads, cohort, list(by_unit))
     work: dict[str, list[Item]] = {}
     for unit, mine in by_unit.items():
-        work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + (r * nb + j) * STICK_BYTES, "a_k_stride": a_step,
-                                      "a_row_stride": nb, "b": b_lx + (g * b_step + j) * STICK_BYTES,
+        work[unit] = [core.add(unit, {"op": "matmul", "a": a_lx + (r * nb + j) * STICK_BYTES,
+                                      "a_k_stride": plan.a_step, "a_row_stride": nb,
+                                      "b": b_lx + (g * plan.b_step + j) * STICK_BYTES,
                                       **({"b_k_stride": nb} if nb > 1 else {}),
-                                      "c": plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, "k": k_rows,
-                                      "rows": min(plan.rows_per_pass, rows - r), "accumulate": s0 > piece.k[0]})
+                                      "c": plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES,
+                                      "k": plan.k_rows(ks), "rows": min(plan.rows_per_pass, rows - r),
+                                      "accumulate": ks[0] > piece.k[0]})
                       for j, g, r in mine]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
@@ -192,11 +213,9 @@ def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[in
     """Chunk ``n``'s A and B tiles: per K stick of A and per column group of B, its runs of device
     sticks and the LX address they go to."""
     (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
-    k_rows = min(n_k * 64, plan.k - s0 * 64)  # B has exactly K rows; A's last stick is padded
     a_lx, b_lx = plan.buffers(n)
-    a_step, b_step = plan.rows * plan.batches, plan.chunk * 64 * plan.batches  # sticks per A k-stick, B group
-    return ([(ops.a(s0 + s, m0, rows), a_lx + s * a_step * STICK_BYTES) for s in range(n_k)],
-            [(ops.b(g0 + g, s0 * 64, k_rows), b_lx + g * b_step * STICK_BYTES) for g in range(groups)])
+    return ([(ops.a(s0 + s, m0, rows), a_lx + s * plan.a_step * STICK_BYTES) for s in range(n_k)],
+            [(ops.b(g0 + g, s0 * 64, plan.k_rows(ks)), b_lx + g * plan.b_step * STICK_BYTES) for g in range(groups)])
 
 
 def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:

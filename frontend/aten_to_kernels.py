@@ -200,14 +200,30 @@ def _layer_norm(b: Builder, x: Value, shape: list[int], w: Value | None, bias: V
     return (out if bias is None else b.kernel("add", [out, bias], x.shape)), None, None
 
 
-def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool) -> Value:
-    """exp(x - max) / sum over the last dim, in primitives; fusion makes it one ``softmax`` kernel."""
+def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool, safe: bool = False) -> Value:
+    """exp(x - max) / sum over the last dim, in primitives; fusion makes it one ``softmax`` kernel.
+
+    ``safe`` (torch's ``_safe_softmax``, what attention calls): a row of -inf gives zeros. The row max
+    is clamped to the lowest finite value, so exp gives 0, and the sum to 1, which only a row of zeros
+    is below (any other row holds exp(0) = 1)."""
     _device(x)
     if dim % len(x.shape) != len(x.shape) - 1 or half_to_float:
         raise UnsupportedError("softmax over a dim other than the last")
     last, rows = (len(x.shape) - 1,), (*x.shape[:-1], 1)
-    e = b.kernel("exp", [b.kernel("sub", [x, b.kernel("max", [x], rows, dims=last)], x.shape)], x.shape)
-    return b.kernel("realdiv", [e, b.kernel("sum", [e], rows, dims=last)], x.shape)
+    top = b.kernel("max", [x], rows, dims=last)
+    if safe:
+        top = b.kernel("maximum", [top, b.const(torch.finfo(x.dtype).min, top)], rows)
+    e = b.kernel("exp", [b.kernel("sub", [x, top], x.shape)], x.shape)
+    total = b.kernel("sum", [e], rows, dims=last)
+    if safe:
+        total = b.kernel("maximum", [total, b.const(1.0, total)], rows)
+    return b.kernel("realdiv", [e, total], x.shape)
+
+
+def _safe_softmax(b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
+    if dtype not in (None, x.dtype):
+        raise UnsupportedError(f"softmax to {dtype}")
+    return _softmax(b, x, dim, False, safe=True)
 
 
 def _view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
@@ -274,7 +290,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
     aten.pow: _pow, aten.clamp: _clamp, aten.clamp_min: _clamp,
     aten.clamp_max: lambda b, x, hi: _clamp(b, x, None, hi), aten.where: _where,
     aten.mm: _matmul, aten.bmm: _matmul, aten.addmm: _addmm, aten.native_layer_norm: _layer_norm,
-    aten._softmax: _softmax, aten._to_copy: _to_copy, aten.cat: _cat,
+    aten._softmax: _softmax, aten._safe_softmax: _safe_softmax, aten._to_copy: _to_copy, aten.cat: _cat,
 }
 
 

@@ -4,8 +4,9 @@ torch picks a fused scaled_dot_product_attention kernel by device before ATen de
 apply (``_scaled_dot_product_flash_attention_for_cpu`` on the CPU, a float32 math path on meta
 tensors). ``rewrite_attention`` replaces the call in Dynamo's graph by ``attention``, which
 is what the card runs, in the inputs' dtype: a batched matmul, a scale, an additive mask, a
-softmax over the last dim, and a second batched matmul; grouped-query attention stacks each
-key/value head's group of query heads when the query is short, else repeats the key/value heads.
+softmax over the last dim (safe: a row that sees no key gives 0, as in torch), and a second
+batched matmul; grouped-query attention stacks each key/value head's group of query heads when the
+query is short, else repeats the key/value heads.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_
         attn_mask = torch.ones(rows, cols, dtype=torch.bool, device=query.device).tril()
     if attn_mask is not None:
         scores = scores + _grouped_mask(attn_mask, query.dtype, heads, groups)
-    out = torch.matmul(torch.softmax(scores, dim=-1), value)
+    out = torch.matmul(aten._safe_softmax(scores, -1), value)  # a fully masked row gives 0, as torch's does
     return out.reshape(*lead, heads, rows, dim)
 
 
@@ -74,7 +75,9 @@ def rewrite_attention(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
-KEPT = (aten.silu.default,)  # its decomposition computes fp16 in float32; the card has a silu kernel
+# silu: its decomposition computes fp16 in float32, and the card has a silu kernel; _safe_softmax: the
+# card's softmax kernel has a safe variant
+KEPT = (aten.silu.default, aten._safe_softmax.default)
 
 
 def decompositions() -> dict[Any, Any]:

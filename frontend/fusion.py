@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
+
+import torch
 
 from .graph import Graph, Node, Value
 
@@ -37,6 +40,12 @@ class _Chains:
     def scalar(self, v: Value) -> float | None:
         return float(v.const.reshape(-1)[0]) if v.const is not None and v.const.numel() == 1 else None
 
+    def clamped(self, v: Value, bound: Callable[[float], bool]) -> Value | None:
+        """``x`` when ``v`` is ``maximum(x, k)`` with a constant ``k`` that ``bound`` accepts, else None."""
+        node = self.made_by(v, "maximum")
+        k = node and self.scalar(node.inputs[1])
+        return node.inputs[0] if k is not None and bound(k) else None
+
     def times_const(self, v: Value, value: float, rel: float = 1e-3) -> Value | None:
         """``x`` when ``v`` is ``x * value`` (either order), else None."""
         node = self.made_by(v, "mul")
@@ -54,16 +63,21 @@ def _last(node: Node | None) -> bool:
 
 
 def _softmax(c: _Chains, n: Node) -> tuple[str, list[Value], dict] | None:
+    """exp(x [- max]) / sum; safe when the sum is clamped to 1 and the max to the lowest finite value."""
     if n.op != "realdiv":
         return None
     e, s = n.inputs
-    total, ex = c.made_by(s, "sum"), c.made_by(e, "exp", single_use=False)
+    floor = c.clamped(s, lambda k: k == 1.0)
+    total, ex = c.made_by(floor or s, "sum"), c.made_by(e, "exp", single_use=False)
     if not (_last(total) and ex is not None and total.inputs[0] is e and c.uses[e] == 2):
         return None
     shifted = c.made_by(ex.inputs[0], "sub")
-    if shifted is not None and _last(top := c.made_by(shifted.inputs[1], "max")) and top.inputs[0] is shifted.inputs[0]:
-        return "softmax", [shifted.inputs[0]], {}
-    return "softmax", [ex.inputs[0]], {}
+    if shifted is not None:
+        lowest = c.clamped(shifted.inputs[1], lambda k: k == torch.finfo(shifted.inputs[0].dtype).min)
+        top = c.made_by(lowest or shifted.inputs[1], "max")
+        if _last(top) and top.inputs[0] is shifted.inputs[0] and (floor is None) == (lowest is None):
+            return "softmax", [shifted.inputs[0]], {"safe": True} if floor else {}
+    return None if floor else ("softmax", [ex.inputs[0]], {})
 
 
 def _norm_scale(c: _Chains, r: Value) -> tuple[Value, float] | None:

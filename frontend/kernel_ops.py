@@ -20,6 +20,11 @@ def _norm(x: torch.Tensor, eps: float, rms: bool) -> torch.Tensor:
     return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def _softmax(x: torch.Tensor, safe: bool) -> torch.Tensor:
+    out = torch.softmax(x, -1)
+    return out.masked_fill(x.amax(-1, keepdim=True) == -torch.inf, 0.0) if safe else out
+
+
 def _reduce(fn: Callable[..., torch.Tensor]) -> Ref:
     def ref(x: torch.Tensor, *, dims: tuple[int, ...]) -> torch.Tensor:
         return fn(x, dims, keepdim=True)
@@ -44,7 +49,7 @@ REFERENCE: dict[str, Ref] = {
     "where3": lambda c, a, b: torch.where(c != 0, a, b),
     "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
     "batchmatmul": torch.matmul,
-    "softmax": lambda x: torch.softmax(x, -1),
+    "softmax": lambda x, *, safe=False: _softmax(x, safe),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
     "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,
 }

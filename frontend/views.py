@@ -41,7 +41,9 @@ class Order:
 
     def canonical(self) -> Order:
         """Size-1 atoms dropped and atoms adjacent both in the base and in the view merged, so that
-        equal orders compare equal; the base's own order becomes ((n,), (0,))."""
+        equal orders compare equal; the base's own order becomes ((n,), (0,)), an empty one ((0,), (0,))."""
+        if 0 in self.atoms:
+            return Order((0,), (0,))
         keep = [i for i, n in enumerate(self.atoms) if n > 1]
         index = {a: k for k, a in enumerate(keep)}
         perm = [index[i] for i in self.perm if i in index]

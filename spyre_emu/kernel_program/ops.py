@@ -61,5 +61,7 @@ OPS: dict[str, OpSpec] = {
     "ReStickifyOpHBM": OpSpec("restickify", 1),
 }
 # The ops that take attributes, with their defaults (any other op takes none).
+# safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).
 ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5},
+         "softmax": {"safe": False},
          "ReStickifyOpHBM": {"perm": []}}  # perm: x's dims in y's order ([] keeps them)

@@ -47,6 +47,7 @@ class Rows:
     y_ids: np.ndarray              # [output sticks per row, rows]
     param_ids: tuple[np.ndarray, ...]  # per weight (and bias), its sticks in row order
     rms: bool
+    safe: bool                     # softmax: clamp the row max to the lowest finite value, the sum to 1
     masked: bool
     dtype: str
     where: tuple[str, str]
@@ -115,10 +116,14 @@ def _row_ops(rows: Rows, xs: list[np.ndarray], outs: list[np.ndarray], temps: li
     if rows.op == "softmax":
         ops, stats = identity_padded(xs, LOWEST_AT)
         ops += fold("max", stats, acc, dt) + op("lanes_max", [acc], acc)
+        if rows.safe:  # a row of -inf: exp(-inf - lowest) = 0 everywhere, and 0 / 1 = 0
+            ops += op("max", [acc, const(LOWEST_AT)], acc)
         for x, o in zip(xs, outs, strict=True):
             ops += op("sub", [x, acc], o) + op("exp", [o], o)
         more, stats = identity_padded(outs, ZERO)
         ops += more + fold("add", stats, acc2, dt) + op("lanes_sum", [acc2], acc2)
+        if rows.safe:  # any other row sums to at least exp(0) = 1, so this changes nothing there
+            ops += op("max", [acc2, const(EPS)], acc2)
         return ops + [item for o in outs for item in op("div", [o, acc2], o)]
     ops, stats = identity_padded(xs, ZERO)
     if not rows.rms:
@@ -179,7 +184,7 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
         y_ids = np.array(x_ids) if PER_ROW_OUT[kernel.op] else stick_of(y, host[:, ids])[None, :]
         rows = Rows(kernel.name, kernel.op, tensors[0].name, tensors[-1].name, tuple(t.name for t in params), homes,
                     np.array(x_ids), y_ids, param_ids, kernel.op == "rmsnorm" or bool(kernel.attrs.get("rms")),
-                    bool(n % lanes), x.dtype, (src, where))
+                    bool(kernel.attrs.get("safe")), bool(n % lanes), x.dtype, (src, where))
         shares[core] = partial(lower_rowwise, rows=rows, budget=target.budget, step=target.stepper(kernel))
     return shares
 
@@ -196,7 +201,8 @@ def constants_buffer(kernel: str) -> str:
 
 
 def constants(program: KernelProgram) -> dict[str, dict[str, Any]]:
-    """Per row-wise kernel: sticks of 1/N, the last stick's lane mask, 0, the lowest value, eps."""
+    """Per row-wise kernel: sticks of 1/N, the last stick's lane mask, 0, the lowest value, and eps (a norm's;
+    a safe softmax's least row sum, 1)."""
     out = {}
     for kernel in program.kernels:
         if kernel.op not in PER_ROW_OUT:
@@ -204,7 +210,8 @@ def constants(program: KernelProgram) -> dict[str, dict[str, Any]]:
         x = program.tensors[kernel.inputs[0]].layout
         lanes, n = elems_per_stick(x.dtype), x.shape[-1]
         valid = (n - 1) % lanes + 1
+        eps = kernel.attrs.get("eps", 1.0 if kernel.attrs.get("safe") else 0.0)
         values = ([1.0 / n] * lanes + [1.0] * valid + [0.0] * (lanes - valid) + [0.0] * lanes
-                  + [LOWEST.get(x.dtype, -127.0)] * lanes + [float(kernel.attrs.get("eps", 0.0))] * lanes)
+                  + [LOWEST.get(x.dtype, -127.0)] * lanes + [float(eps)] * lanes)
         out[constants_buffer(kernel.name)] = {"bytes": CONSTANTS * STICK_BYTES, "dtype": x.dtype, "fill": values}
     return out

@@ -34,6 +34,22 @@ def test_refine_and_grouping():
     assert not is_grouping((2, 3, 4), (3, 8))
 
 
+def test_an_empty_view_reads_no_elements():
+    """Any order with a dim of 0 (an empty key/value cache) is the empty order, which reads nothing."""
+    order = Order((2, 0, 64), (1, 0, 2)).canonical()
+    assert order == Order((0,), (0,))
+    assert _apply(order, np.zeros(0)).size == 0
+
+
+def test_an_empty_cache_concatenated_on_the_card(check):
+    """torch.cat of an empty (0,) tensor and the first keys (a DynamicCache's first step)."""
+    def fn(x):
+        keys = torch.cat([torch.tensor([], dtype=x.dtype), x], dim=-2)
+        return keys * 2
+
+    check(fn, torch.randn(1, 2, 8, 64).half())
+
+
 def test_orders_compose_like_numpy():
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -96,3 +96,37 @@ def test_unknown_attribute_is_an_error(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match=r"kernels\[0\].attrs.epsilon: layernorm takes no attribute 'epsilon'"):
         load(path, spyre)
+
+
+def _safe_softmax_program(tmp_path, safe):
+    """Softmax over rows of 100 (a padded last stick): row 0 all -inf, row 1 -inf but one entry."""
+    path, a = _program(tmp_path, "softmax", (16, 100), (2, 1))
+    x = a["x"].copy()
+    x[0] = -np.inf
+    x[1, 1:] = -np.inf
+    np.save(tmp_path / "x.npy", x)
+    data = json.loads(path.read_text())
+    data["kernels"][0]["attrs"] = {"safe": safe}
+    path.write_text(json.dumps(data))
+    return path, x
+
+
+def test_safe_softmax_gives_zeros_for_rows_of_minus_infinity(tmp_path, spyre):
+    """As torch's attention does: a fully masked row is 0; every other row is the plain softmax."""
+    path, x = _safe_softmax_program(tmp_path, True)
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    assert not got[0].any()
+    np.testing.assert_array_equal(got[1], np.eye(100)[0])
+    np.testing.assert_allclose(got[2:], _reference("softmax", x[2:], None, None, 0), rtol=1e-2, atol=1e-2)
+    plain = run(load(_safe_softmax_program(tmp_path, False)[0], spyre), spyre, functional=True).outputs["y"]
+    assert np.isnan(plain[0]).all()
+    np.testing.assert_array_equal(plain[1:], got[1:].astype(np.float16))
+
+
+def test_safe_softmax_costs_two_sfu_ops_per_pass(tmp_path, spyre):
+    """The clamps of the row max and the row sum: one SFU op each per corelet and chunk of rows."""
+    def sfu_ops(safe):
+        units = load(_safe_softmax_program(tmp_path, safe)[0], spyre).units
+        return sum(ins.unit.startswith("sfu") for ins in units.instructions())
+    chunks_times_corelets = 2 * 2  # 2 cores, each one chunk of 8 rows on both corelets
+    assert sfu_ops(True) - sfu_ops(False) == 2 * chunks_times_corelets

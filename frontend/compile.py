@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -36,8 +37,6 @@ from .options import Options
 from .program import Segment, Step, emit_programs, split_launches, split_steps
 from .scratchpad import plan_scratchpad
 from .work_division import divide_work
-
-_WARNED: set[str] = set()
 
 
 @dataclass
@@ -121,14 +120,16 @@ def _mark_constants(graph: Graph) -> None:
 
 
 def _apply_policy(graph: Graph, options: Options) -> None:
-    """fallback="error" refuses the first fallback; otherwise each op warns once per process."""
-    for node in graph.nodes:
-        if node.host != "fallback":
-            continue
-        where = source_line(node.fx)
-        if options.fallback == "error":
-            raise SpyreEmuError(f"{node.op} has no kernel on the card ({node.reason}); it comes from {where}",
-                                None, "options.fallback")
-        if node.op not in _WARNED:
-            _WARNED.add(node.op)
-            warnings.warn(f"spyre_emu: {node.op} runs on the CPU ({node.reason}); from {where}", stacklevel=2)
+    """fallback="error" refuses the first fallback; otherwise one warning per compiled graph sums them
+    up: each op with its count and its first reason (the report lists every one)."""
+    fallbacks = [node for node in graph.nodes if node.host == "fallback"]
+    if fallbacks and options.fallback == "error":
+        node = fallbacks[0]
+        raise SpyreEmuError(f"{node.op} has no kernel on the card ({node.reason}); it comes from "
+                            f"{source_line(node.fx)}", None, "options.fallback")
+    if fallbacks:
+        counts = Counter(node.op for node in fallbacks)
+        reasons = {node.op: node.reason for node in reversed(fallbacks)}
+        ops = ", ".join(f"{op}×{n} ({reasons[op]})" for op, n in counts.items())
+        warnings.warn(f"spyre_emu: {len(fallbacks)} ops on the CPU: {ops}; see last_report().fallbacks",
+                      stacklevel=2)

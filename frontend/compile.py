@@ -131,5 +131,6 @@ def _apply_policy(graph: Graph, options: Options) -> None:
         counts = Counter(node.op for node in fallbacks)
         reasons = {node.op: node.reason for node in reversed(fallbacks)}
         ops = ", ".join(f"{op}×{n} ({reasons[op]})" for op, n in counts.items())
-        warnings.warn(f"spyre_emu: {len(fallbacks)} ops on the CPU: {ops}; see last_report().fallbacks",
+        warnings.warn(f"spyre_emu: {len(fallbacks)} op{'s' * (len(fallbacks) > 1)} on the CPU: {ops}; "
+                      "see last_report().fallbacks",
                       stacklevel=2)

@@ -52,7 +52,7 @@ def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_
 def _grouped_mask(mask: torch.Tensor, dtype: torch.dtype, heads: int, groups: int) -> torch.Tensor:
     """An additive mask over (..., heads or 1, rows, cols) as (..., kv heads or 1, groups * rows, cols)."""
     if mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, -math.inf)
+        mask = torch.zeros((), dtype=dtype, device=mask.device).where(mask, -math.inf)  # a where3 kernel
     rows, cols = mask.shape[-2:]
     if mask.dim() >= 3 and mask.shape[-3] == heads:
         return mask.reshape(*mask.shape[:-3], heads // groups, groups * rows, cols)

@@ -17,7 +17,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
-from ..unit_program.model import dram_pieces, matmul_a_sticks
+from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_passes
 from ..unit_program.opcodes import SFU_OPERANDS, SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
@@ -110,7 +110,8 @@ def _apply(card: Card, ins: Instruction) -> bool:
             return False
         lx[a["lx"]:a["lx"] + a["bytes"]] = np.concatenate([card.fifo(ins, "out").popleft() for _ in range(n)])
     elif ins.op == "matmul":
-        _matmul(card.machine, lx, a)
+        for one in matmul_passes(a):
+            _matmul(card.machine, lx, one)
     elif ins.op in SFU_OPS:
         return _sfu(card, ins, lx)
     return True

@@ -127,7 +127,8 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     elif op in (Op.LX2FIFO, Op.FIFO2LX):
         row[L.I_A4] = a["bytes"] // STICK_BYTES
     else:
-        row[L.I_DUR] = pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"), a.get("cols"))
+        row[L.I_DUR] = a.get("repeat", 1) * pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"),
+                                                           a.get("cols"))
     return row
 
 

@@ -58,8 +58,8 @@ def _compute(card: Card, number: int, ins: Instruction) -> Generator:
     env, machine, a = card.env, card.machine, ins.args
     kind = unit_kind(ins.unit)
     if kind == "pt":
-        cycles = pt.pass_cycles(machine, a["rows"], a.get("cols", machine.pt.cols_per_pass), a["k"],
-                                a.get("dtype", "fp16"))
+        cycles = a.get("repeat", 1) * pt.pass_cycles(machine, a["rows"], a.get("cols", machine.pt.cols_per_pass),
+                                                     a["k"], a.get("dtype", "fp16"))
         yield At(env, env.now + cycles, Kind.END, number)
     elif kind == "lx2fifo":
         yield from stream(env, number, a["bytes"] // STICK_BYTES, None, card.fifo(ins.core, ins.unit, False), 1, 1)

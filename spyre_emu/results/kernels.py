@@ -150,7 +150,7 @@ def _work(idx: np.ndarray, log: EventLog, machine: Machine) -> dict[str, Any]:
         ins = log.instructions[i]
         a = ins.args
         if ins.op == "matmul":
-            n = int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
+            n = int(a.get("repeat", 1)) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
             macs += n
             pt_cycles += n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16")))
         elif ins.op in SFU_OPS:

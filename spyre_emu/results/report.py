@@ -111,11 +111,14 @@ def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
 
 
 def _pt(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
-    passes = [ins for ins in log.instructions if ins.op == "matmul"]
-    macs = sum(ins.args["rows"] * ins.args["k"] * ins.args.get("cols", machine.pt.cols_per_pass) for ins in passes)
-    arrays = {(ins.core, ins.unit) for ins in passes}
-    peak = sum(machine.pt.macs_per_cycle(ins.args.get("dtype", "fp16")) for ins in passes) / max(len(passes), 1)
-    return {"passes": len(passes), "macs": macs, "arrays_used": len(arrays),
+    matmuls = [ins for ins in log.instructions if ins.op == "matmul"]
+    repeats = [ins.args.get("repeat", 1) for ins in matmuls]
+    macs = sum(n * ins.args["rows"] * ins.args["k"] * ins.args.get("cols", machine.pt.cols_per_pass)
+               for n, ins in zip(repeats, matmuls, strict=True))
+    arrays = {(ins.core, ins.unit) for ins in matmuls}
+    peak = sum(n * machine.pt.macs_per_cycle(ins.args.get("dtype", "fp16"))
+               for n, ins in zip(repeats, matmuls, strict=True)) / max(sum(repeats), 1)
+    return {"passes": sum(repeats), "macs": macs, "arrays_used": len(arrays),
             "mac_utilization": round(macs / (cycles * peak * len(arrays)), 6) if arrays and cycles else 0.0}
 
 

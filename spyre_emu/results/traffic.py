@@ -165,7 +165,7 @@ def _matmul_sticks(a: dict, machine: Machine) -> int:
     per_row = matmul_a_sticks(a, DTYPE_BYTES[dtype])[0]
     b = -(-int(a["k"]) * cols * DTYPE_BYTES[dtype] // STICK_BYTES)
     c = int(a["rows"]) * -(-cols * DTYPE_BYTES["fp16"] // STICK_BYTES)
-    return int(a["rows"]) * per_row + b + c * (2 if a.get("accumulate") else 1)
+    return int(a.get("repeat", 1)) * (int(a["rows"]) * per_row + b + c * (2 if a.get("accumulate") else 1))
 
 
 def _sfu_sticks(op: str, a: dict) -> int:

@@ -79,3 +79,16 @@ def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:
     """
     per_row = -(-args["k"] * dtype_bytes // 128)
     return per_row, args.get("a_k_stride", 1), args.get("a_row_stride", per_row)
+
+
+STEPS = ("a_step", "b_step", "c_step")
+
+
+def matmul_passes(args: dict) -> list[dict]:
+    """A matmul's passes, one after another: ``repeat`` of them (default 1), pass i at a, b and c
+    moved on by i times ``a_step``, ``b_step`` and ``c_step`` bytes."""
+    n = args.get("repeat", 1)
+    if n == 1:
+        return [args]
+    return [{**args, "a": args["a"] + i * args.get("a_step", 0), "b": args["b"] + i * args.get("b_step", 0),
+             "c": args["c"] + i * args.get("c_step", 0), "repeat": 1} for i in range(n)]

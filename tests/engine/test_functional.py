@@ -109,8 +109,10 @@ def test_broadcast_first_and_third_operands(tmp_path, tiny):
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_matmul_passes_accumulate_in_lx(tmp_path, tiny, dtype):
-    """Two PT passes over K halves; the second accumulates into the first's output."""
+@pytest.mark.parametrize("repeat", [False, True], ids=["two", "repeat"])
+def test_matmul_passes_accumulate_in_lx(tmp_path, tiny, dtype, repeat):
+    """Two PT passes over K halves; the second accumulates into the first's output. As one instruction
+    (``repeat`` 2, A and B moved on by a half each), both accumulate into LX's zeros."""
     rng = np.random.default_rng(2)
     k = 256
     a = rng.standard_normal((8, k)).astype(np.float32)
@@ -121,7 +123,9 @@ def test_matmul_passes_accumulate_in_lx(tmp_path, tiny, dtype):
     a_tiled = np.concatenate([a_dev.reshape(8, 2, -1)[:, h].reshape(-1) for h in range(2)])
     passes = [{"op": "matmul", "a": h * 8 * half * 2, "b": 65536 + h * half * STICK, "c": 131072, "rows": 8,
                "k": half, "dtype": dtype, "accumulate": h == 1} for h in range(2)]
-    passes[0]["wait"], passes[1]["signal"] = ["in"], ["done"]
+    if repeat:
+        passes = [{**passes[0], "accumulate": True, "repeat": 2, "a_step": passes[1]["a"], "b_step": half * STICK}]
+    passes[0]["wait"], passes[-1]["signal"] = ["in"], ["done"]
     loads = [{"op": "load", "dram": "a", "lx": 0, "bytes": a_tiled.nbytes},
              {"op": "load", "dram": "b", "lx": 65536, "bytes": b_dev.nbytes, "signal": ["in"]}]
     store = [{"op": "store", "lx": 131072, "dram": "c", "bytes": 8 * STICK, "wait": ["done"]}]

@@ -26,6 +26,15 @@ def test_both_corelets_run_in_parallel(tiny, run_units):
     assert log.total_cycles == 3 * 80
 
 
+def test_repeat_takes_its_passes_back_to_back(tiny, run_units):
+    """repeat = 3 is three 80-cycle passes: 240 cycles, as three one-pass instructions take; a token
+    it signals comes at the end of the last pass."""
+    rep = {**_matmul(64), "repeat": 3, "c_step": 1024, "signal": ["c"]}
+    cores = {0: {"pt0": [rep]}, 1: {"sfu1": [{"op": "exp", "a": 0, "out": 128, "sticks": 1, "wait": ["c"]}]}}
+    assert run_units(tiny, cores).total_cycles == 3 * 80 + 8
+    assert run_units(tiny, {0: {"pt0": [_matmul(64)] * 3}}).total_cycles == 3 * 80
+
+
 @pytest.mark.parametrize(("op", "cycles"), [("add", 4 + 5 * 1), ("exp", 4 + 5 * 4), ("reduce_sum", 4 + 5 * 1)])
 def test_sfu_op(tiny, run_units, op, cycles):
     ins = {"op": op, "a": 0, "out": 4096, "sticks": 5}

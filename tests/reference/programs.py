@@ -107,6 +107,8 @@ def _matmul(machine: Machine, core: int, corelet: int, data: st.DataObject) -> S
            "dtype": data.draw(st.sampled_from(sorted(pt.lanes)))}
     if data.draw(st.booleans()):
         ins["cols"] = data.draw(st.integers(1, 100 if plain else pt.cols_per_pass))
+    if data.draw(st.booleans()):  # passes back to back, operands moving on
+        ins |= {"repeat": data.draw(st.integers(2, 5)), "c_step": 128 * data.draw(st.integers(0, 8))}
     return [(core, f"pt{corelet}", ins)]
 
 

@@ -18,7 +18,9 @@ from typing import Any
 
 import torch
 
-from .graph import DEVICE_DTYPES, Graph, Node, Value
+from spyre_emu.errors import SpyreEmuError
+
+from .graph import DEVICE_DTYPES, Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
 
 aten = torch.ops.aten
@@ -352,8 +354,13 @@ def _call(b: Builder, fx: torch.fx.Node) -> Any:
     if handler is None:
         return _host(b, "fallback", "no kernel for this op")
     mark = len(b.nodes)
+    args, kwargs = b.arg(fx.args), b.arg(fx.kwargs)
     try:
-        return handler(b, *b.arg(fx.args), **b.arg(fx.kwargs))
+        return handler(b, *args, **kwargs)
     except UnsupportedError as exc:
         del b.nodes[mark:]
         return _host(b, "view" if packet in VIEWS else "fallback", str(exc))
+    except SpyreEmuError:
+        raise
+    except Exception as exc:  # a bug of this module: say where, not only what
+        raise failure(fx, [list(a.shape) for a in args if isinstance(a, Value)], exc) from exc

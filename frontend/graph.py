@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from spyre_emu.errors import SpyreEmuError
+
 from .views import Order
 
 DEVICE_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -113,3 +115,12 @@ def source_line(fx: torch.fx.Node | None) -> str:
     trace = fx.meta.get("stack_trace") or ""
     lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
     return lines[-1] if lines else f"<aten node {fx.name}>"
+
+
+def failure(fx: torch.fx.Node | None, shapes: list[Any], exc: Exception) -> SpyreEmuError:
+    """An unexpected error while handling one ATen node, as one line: the op, its operand shapes, what
+    went wrong and the user's source line."""
+    op = getattr(fx, "target", "?") if fx is not None else "?"
+    what = " ".join(str(exc).split()) or type(exc).__name__
+    return SpyreEmuError(f"{op} on operands of shape {', '.join(map(str, shapes)) or '()'} failed ({what}); "
+                         f"it comes from {source_line(fx)}")

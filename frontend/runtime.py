@@ -22,7 +22,7 @@ from spyre_emu.results import chrome_trace
 
 from . import report
 from .compile import Compiled
-from .graph import DeviceTensor, Node, Value
+from .graph import DeviceTensor, Node, Value, failure
 from .kernel_ops import run_reference
 from .options import Options
 from .program import Segment
@@ -85,7 +85,10 @@ class CompiledGraph:
                     t = graph.tensors[name]
                     env[t.value] = _from_array(result.outputs[step.names[name]], t).reshape(t.value.shape)
             else:
-                _run_host(step, env)
+                try:
+                    _run_host(step, env)
+                except Exception as exc:  # the op itself failed on the host: name it and its source
+                    raise failure(step.fx, [list(v.shape) for v in step.inputs], exc) from exc
         return [None if v is None else value_of(env, v) for v in graph.outputs]
 
 

@@ -9,10 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import last_report, views, work_division  # noqa: E402
+from spyre_emu.frontend import aten_to_kernels, last_report, runtime, views, work_division  # noqa: E402
 from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
+from spyre_emu.errors import SpyreEmuError  # noqa: E402
 from tests.conftest import require_shared  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -114,3 +115,22 @@ def test_matmul_divisions_are_the_measured_best():
         picked = (slices.get("x", 1), slices["mb"], slices["out"], 1)
         assert picked in measured, (role, phase, picked)
         assert measured[picked] <= 1.10 * min(measured.values()), (role, phase, picked)
+
+
+def test_a_failure_while_translating_names_the_op_shapes_and_line(monkeypatch):
+    def broken(b, *args, **kwargs):
+        raise ValueError("bad\nstate")
+    monkeypatch.setitem(aten_to_kernels.HANDLERS, torch.ops.aten.exp, broken)
+    with pytest.raises(Exception, match=r"aten.exp.default on operands of shape \[4, 64\] failed \(bad state\); "
+                                        r"it comes from .*test_passes.py"), torch.no_grad():
+        torch.compile(lambda x: x.exp(), backend="spyre_emu", dynamic=False)(torch.randn(4, 64).half())
+
+
+def test_a_host_step_that_fails_names_the_op_shapes_and_line(monkeypatch):
+    def broken(node, env):
+        raise RuntimeError("shape '[1]' is invalid for input of size 0")
+    monkeypatch.setattr(runtime, "_run_host", broken)
+    want = r"aten.cumsum.default on operands of shape \[4, 64\] failed \(shape '\[1\]' is invalid .*\); it comes from "
+    with pytest.raises(SpyreEmuError, match=want + r".*test_passes.py"), torch.no_grad():
+        torch.compile(lambda x: torch.cumsum(x.exp(), -1), backend="spyre_emu", dynamic=False)(
+            torch.randn(4, 64).half())

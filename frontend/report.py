@@ -1,8 +1,10 @@
 """What a compiled call cost: latency, a row per kernel, host steps and round trips, totals.
 
 A call's latency is the sum of its kernel programs' simulated cycles and of the PCIe round
-trips its host steps need (layout.crossings). CPU time of a fallback is not simulated; the
-fallback is listed with its round trips, never left out. ``last_report()`` returns the report of
+trips its host steps need (layout.crossings). CPU time of a fallback is not simulated: the
+fallback is listed with its round trips, its FLOPs and, when the call ran it (CPU tensors), the
+wall time it took here, never left out; the report says what share of the graph's FLOPs ran on
+the card. ``last_report()`` returns the report of
 the latest call; ``capture()`` collects the reports of the calls inside a ``with`` block.
 """
 
@@ -38,6 +40,7 @@ class FrontendReport:
     fallbacks: list[dict[str, Any]]
     host_steps: list[dict[str, Any]]
     crossings: list[dict[str, Any]]
+    card_flop_share: float = 1.0   # the share of the graph's FLOPs the card ran (the rest: CPU fallbacks)
     programs: list[dict[str, Any]] = field(default_factory=list)   # each kernel program's own report
     kernel_programs: list[dict[str, Any]] = field(default_factory=list)  # what ran: the kernel programs
     program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
@@ -48,13 +51,15 @@ class FrontendReport:
 
     def to_text(self) -> str:
         lines = [f"spyre_emu: {self.total_cycles} cycles = {self.latency_us:.3f} us; {len(self.kernels)} kernels, "
-                 f"{self.fallback_count} CPU fallbacks, {len(self.crossings)} PCIe round trips", "",
+                 f"{self.fallback_count} CPU fallbacks, {len(self.crossings)} PCIe round trips; "
+                 f"{self.card_flop_share:.1%} of the FLOPs on the card", "",
                  f"{'kernel':<24}{'op':<14}{'cores':>6}{'cycles':>12}{'share':>8}{'PT':>7}{'SFU':>7}{'DRAM B':>14}"]
         for k in self.kernels:
             lines.append(f"{k['name']:<24}{k['op']:<14}{k['cores']:>6}{k['cycles']:>12}{k['share']:>8.1%}"
                          f"{k['pt_utilization']:>7.1%}{k['sfu_utilization']:>7.1%}{k['dram_bytes']:>14}")
         for f in self.fallbacks:
-            lines.append(f"fallback {f['op']} ({f['reason']}) at {f['source']}")
+            took = f"{f['cpu_us']:.1f} us on this CPU" if f["cpu_us"] is not None else "CPU time not measured"
+            lines.append(f"fallback {f['op']} ({f['reason']}; {f['flops']} FLOPs, {took}) at {f['source']}")
         for c in self.crossings:
             lines.append(f"round trip {c['direction']} {c['tensor']}: {c['bytes']} B, {c['cycles']} cycles")
         return "\n".join(lines) + "\n"
@@ -83,7 +88,8 @@ def publish(report: FrontendReport) -> None:
 
 
 def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings: list[tuple[str, str, int]],
-          machine: Machine, inputs: list[dict[str, np.ndarray]]) -> FrontendReport:
+          machine: Machine, inputs: list[dict[str, np.ndarray]], host_us: dict[int, float]) -> FrontendReport:
+    """``host_us``: the wall time of each host step (by ``id``) this call ran on the CPU, if it ran them."""
     trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
              for d, name, nbytes in crossings]
     shapes: dict[int, list[dict[str, Any]]] = {}
@@ -92,10 +98,30 @@ def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings
     total = sum(r.report.total_cycles for _, r in segments) + sum(t["cycles"] for t in trips)
     for row in kernels:
         row["share"] = round(row["cycles"] / total, 6) if total else 0.0
-    fallbacks = [{"op": n.op, "reason": n.reason, "source": source_line(n.fx)} for n in host if n.host == "fallback"]
+    fallbacks = [{"op": n.op, "reason": n.reason, "source": source_line(n.fx), "flops": flops(n),
+                  "cpu_us": round(host_us[id(n)], 3) if id(n) in host_us else None}
+                 for n in host if n.host == "fallback"]
     steps = [{"op": n.op, "kind": n.host, "reason": n.reason} for n in host if n.host != "fallback"]
+    card = sum(flops(k) for seg, _ in segments for k in seg.kernels)
+    share = card / (card + sum(f["flops"] for f in fallbacks)) if card or fallbacks else 1.0
     return FrontendReport(total, round(total / machine.clock.ghz / 1000, 6), kernels, fallbacks, steps, trips,
-                          [r.report.data for _, r in segments], [seg.data for seg, _ in segments], inputs)
+                          round(share, 6), [r.report.data for _, r in segments], [seg.data for seg, _ in segments],
+                          inputs)
+
+
+MATMULS = {"batchmatmul": 0, "aten.mm.default": 0, "aten.bmm.default": 0, "aten.addmm.default": 1}
+
+
+def flops(node: Node) -> int:
+    """A node's floating-point operations, the same count on the card and on the CPU: 2·M·N·K for a
+    matmul (and 2 per output element and weight element for a convolution), one per output element
+    for everything else."""
+    out = sum(int(np.prod(v.shape)) for v in node.outputs)
+    if node.op in MATMULS:
+        return 2 * out * node.inputs[MATMULS[node.op]].shape[-1]
+    if node.op == "aten.convolution.default":
+        return 2 * out * int(np.prod(node.inputs[1].shape[1:]))
+    return out
 
 
 def pcie_cycles(nbytes: int, machine: Machine) -> int:

@@ -10,6 +10,7 @@ torch tensors. Timing-only calls (``functional=False``, or meta tensors) compute
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,11 @@ class CompiledGraph:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         functional = self.options.functional and not any(t.is_meta for t in tensors)
         self._inputs: list[dict[str, np.ndarray]] = []
+        self._host_us: dict[int, float] = {}
         outputs = self._functional(args) if functional else self.gm(*args)
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
-                           self.compiled.crossings, self.machine, self._inputs)
+                           self.compiled.crossings, self.machine, self._inputs, self._host_us)
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())
@@ -85,10 +87,12 @@ class CompiledGraph:
                     t = graph.tensors[name]
                     env[t.value] = _from_array(result.outputs[step.names[name]], t).reshape(t.value.shape)
             else:
+                start = time.perf_counter()
                 try:
                     _run_host(step, env)
                 except Exception as exc:  # the op itself failed on the host: name it and its source
                     raise failure(step.fx, [list(v.shape) for v in step.inputs], exc) from exc
+                self._host_us[id(step)] = (time.perf_counter() - start) * 1e6
         return [None if v is None else value_of(env, v) for v in graph.outputs]
 
 

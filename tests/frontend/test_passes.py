@@ -74,6 +74,10 @@ def test_unsupported_op_falls_back_with_a_warning_and_a_price(check):
     assert "test_passes.py" in rep.fallbacks[0]["source"]
     assert {c["direction"] for c in rep.crossings} == {"d2h", "h2d"}
     assert rep.total_cycles > sum(k["cycles"] for k in rep.kernels)
+    assert [f["flops"] for f in rep.fallbacks] == [4 * 64] * 2  # one per output element
+    assert all(f["cpu_us"] > 0 for f in rep.fallbacks)  # CPU tensors: the call ran them here
+    assert rep.card_flop_share == 0.5  # exp and tanh on the card, 256 each; the two cumsums on the CPU
+    assert "50.0% of the FLOPs on the card" in rep.to_text().splitlines()[0]
     assert [str(w.message) for w in caught] == [  # one line for the compiled graph
         "spyre_emu: 2 ops on the CPU: aten.cumsum.default×2 (no kernel for this op); see last_report().fallbacks"]
 
@@ -134,3 +138,16 @@ def test_a_host_step_that_fails_names_the_op_shapes_and_line(monkeypatch):
     with pytest.raises(SpyreEmuError, match=want + r".*test_passes.py"), torch.no_grad():
         torch.compile(lambda x: torch.cumsum(x.exp(), -1), backend="spyre_emu", dynamic=False)(
             torch.randn(4, 64).half())
+
+
+def test_matmul_flops_and_fallbacks_on_meta_tensors():
+    """2·M·N·K for a matmul on the card; on meta tensors a fallback's CPU time is not measured."""
+    fn = torch.compile(lambda a, b: torch.cumsum(a @ b, -1), backend="spyre_emu", dynamic=False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn(torch.randn(8, 64, device="meta").half(), torch.randn(64, 128, device="meta").half())
+    rep = last_report()
+    matmul, cumsum = 2 * 8 * 128 * 64, 8 * 128
+    assert rep.fallbacks[0]["flops"] == cumsum
+    assert rep.fallbacks[0]["cpu_us"] is None
+    assert rep.card_flop_share == round(matmul / (matmul + cumsum), 6)

@@ -29,7 +29,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, cohorts, loaders, share
-from .placement import Runs, as_runs, check_division, division, slice_index, stick_of
+from .placement import Runs, check_division, division, rows_as_runs, slice_index, stick_of
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
 from .target import Target
@@ -47,21 +47,25 @@ class Operands:
     layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
     batches: tuple[int | None, ...]
 
-    def _runs(self, which: int, rows: np.ndarray, col: int, batches: tuple[int | None, ...]) -> Runs:
-        """Sticks holding host rows ``rows`` (each for every batch, batches inner) at column ``col``."""
-        lead = [np.tile(np.array(batches), rows.size)] if batches[0] is not None else []
-        host = np.array([*lead, np.repeat(rows, len(batches)), np.full(rows.size * len(batches), col)], np.int64)
-        return as_runs(stick_of(self.layouts[which], host))
+    def _runs(self, which: int, rows: np.ndarray, cols: np.ndarray, batches: tuple[int | None, ...]) -> list[Runs]:
+        """Per column of ``cols``, the sticks holding host rows ``rows`` (each for every batch, batches
+        inner) at that column: one stick lookup for them all."""
+        per = rows.size * len(batches)
+        lead = [np.tile(np.array(batches), rows.size * cols.size)] if batches[0] is not None else []
+        host = np.array([*lead, np.tile(np.repeat(rows, len(batches)), cols.size), np.repeat(cols, per)], np.int64)
+        return rows_as_runs(stick_of(self.layouts[which], host).reshape(cols.size, per))
 
-    def a(self, k_stick: int, m0: int, rows: int) -> Runs:
-        return self._runs(0, np.arange(m0, m0 + rows), k_stick * 64, self.batches)
+    def a(self, k_sticks: range, m0: int, rows: int) -> list[Runs]:
+        """Per K stick of ``k_sticks``, the runs of the rows' A sticks."""
+        return self._runs(0, np.arange(m0, m0 + rows), np.array(k_sticks) * 64, self.batches)
 
-    def b(self, group: int, k0: int, count: int) -> Runs:
-        return self._runs(1, np.arange(k0, k0 + count), group * 64, self.batches)
+    def b(self, groups: range, k0: int, count: int) -> list[Runs]:
+        """Per column group of ``groups``, the runs of B's K rows ``k0 .. k0 + count``."""
+        return self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
 
     def c(self, group: int, m0: int, rows: int, j: int) -> Runs:
         """C of the block's batch ``j``: one tile per batch, as a PT pass writes it."""
-        return self._runs(2, np.arange(m0, m0 + rows), group * 64, self.batches[j:j + 1])
+        return self._runs(2, np.arange(m0, m0 + rows), np.array([group * 64]), self.batches[j:j + 1])[0]
 
 
 @dataclass(frozen=True)
@@ -235,8 +239,10 @@ def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[in
     sticks and the LX address they go to."""
     (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
     a_lx, b_lx = plan.buffers(n)
-    return ([(ops.a(s0 + s, m0, rows), a_lx + s * plan.a_step * STICK_BYTES) for s in range(n_k)],
-            [(ops.b(g0 + g, s0 * 64, plan.k_rows(ks)), b_lx + g * plan.b_step * STICK_BYTES) for g in range(groups)])
+    a = ops.a(range(s0, s0 + n_k), m0, rows)
+    b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks))
+    return ([(runs, a_lx + s * plan.a_step * STICK_BYTES) for s, runs in enumerate(a)],
+            [(runs, b_lx + g * plan.b_step * STICK_BYTES) for g, runs in enumerate(b)])
 
 
 def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:

@@ -106,6 +106,20 @@ def as_runs(ids: np.ndarray) -> Runs:
     return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
 
 
+def rows_as_runs(ids: np.ndarray) -> list[Runs]:
+    """``as_runs`` of each row of a 2-D array, worked out for all rows at once."""
+    rows, width = ids.shape
+    if not width:
+        return [[] for _ in range(rows)]
+    first = np.ones(ids.shape, bool)
+    first[:, 1:] = np.diff(ids, axis=1) != 1
+    r, c = np.nonzero(first)  # where each run starts, row by row
+    ends = np.append(np.where(r[1:] == r[:-1], c[1:], width), width)
+    starts, counts = ids[r, c].tolist(), (ends - c).tolist()
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=rows))]).tolist()
+    return [list(zip(starts[lo:hi], counts[lo:hi], strict=True)) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+
 def core_runs(layout: TensorLayout, div: Division) -> dict[int, Runs]:
     """Per core, the runs of device sticks it owns (padding-only sticks belong to nobody)."""
     host, valid = stick_hosts(layout)

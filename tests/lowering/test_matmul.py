@@ -8,6 +8,7 @@ import pytest
 from spyre_emu.calibration import matmul_program
 from spyre_emu.errors import ProgramError
 from spyre_emu.lowering import matmul
+from spyre_emu.lowering.placement import as_runs, rows_as_runs
 from spyre_emu.pipeline import load, parse, run
 
 
@@ -131,3 +132,10 @@ def test_merged_passes_time_exactly_as_one_pass_each(spyre, monkeypatch, shape, 
     single = simulate()
     assert merged["instructions"] < single["instructions"]
     assert _without_counts(merged) == _without_counts(single)
+
+
+def test_rows_as_runs_is_as_runs_row_by_row():
+    rng = np.random.default_rng(3)
+    for width in (0, 1, 2, 7):
+        ids = np.cumsum(rng.integers(1, 3, (5, width)), axis=1) + rng.integers(0, 100, (5, 1))
+        assert rows_as_runs(ids) == [as_runs(row) for row in ids]

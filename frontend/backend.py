@@ -26,7 +26,12 @@ DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dyn
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
 
 
+RECOMPILES = 64  # graphs per frame: static shapes make each new sequence length a graph of its own
+
+
 def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None):
+    # Dynamo's default of 8 would send a generation with a growing KV cache back to eager after 8 tokens.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
     opts = parse_options(options)
     machine = load_machine(opts.machine, opts.set)
     if opts.cores is not None and opts.cores > machine.cores.count:

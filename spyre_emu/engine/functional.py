@@ -50,7 +50,9 @@ class Memory:
     def write(self, addr: int, data: np.ndarray) -> None:
         pos = 0
         for page, offset, take in self._spans(addr, len(data)):
-            self.pages.setdefault(page, np.zeros(PAGE_BYTES, np.uint8))[offset:offset + take] = data[pos:pos + take]
+            if page not in self.pages:  # (not setdefault: that would allocate a page on every write)
+                self.pages[page] = np.zeros(PAGE_BYTES, np.uint8)
+            self.pages[page][offset:offset + take] = data[pos:pos + take]
             pos += take
 
 
@@ -64,7 +66,10 @@ class Card:
         self.fifos: dict[tuple[int, str], deque] = {}
 
     def lx_of(self, core: int) -> np.ndarray:
-        return self.lx.setdefault(core, np.zeros(self.machine.lx.size_bytes, np.uint8))
+        """The core's LX, made on first use (not setdefault: that would allocate 2 MB on every call)."""
+        if core not in self.lx:
+            self.lx[core] = np.zeros(self.machine.lx.size_bytes, np.uint8)
+        return self.lx[core]
 
     def fifo(self, ins: Instruction, which: str) -> deque:
         return self.fifos.setdefault((ins.core, ins.unit[-1] + which), deque())

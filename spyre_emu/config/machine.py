@@ -85,12 +85,13 @@ class PtArray:
     pe_cols: int
     rows_per_pass: int
     cols_per_pass: int
+    max_tile_rows: int   # rows of C a core computes at once; more are done in row blocks, B streamed for each
     fill_cycles: int
     drain_cycles: int
     lanes: dict[str, int]
 
     def problems(self) -> Problems:
-        bad = _positive(self, "pe_rows", "pe_cols", "rows_per_pass", "cols_per_pass")
+        bad = _positive(self, "pe_rows", "pe_cols", "rows_per_pass", "cols_per_pass", "max_tile_rows")
         bad += _non_negative(self, "fill_cycles", "drain_cycles")
         bad += [(f"lanes.{d}", "must be a power of two") for d, n in self.lanes.items()
                 if not _pow2(n)]

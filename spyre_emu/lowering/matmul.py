@@ -145,20 +145,20 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
     """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
     last chunk; a tile's first passes wait until the previous tile's C has left LX."""
     n, freed, before = 0, [], 0
+    (m0, rows), (g0, groups) = piece.m, piece.g
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
-    tiles = [(xs, first, min(plan.block, piece.g[0] + piece.g[1] - first))
-             for xs in blocks for first in range(piece.g[0], piece.g[0] + piece.g[1], plan.block)]
-    sharing = _sharing(piece, plan, [(Operands(names, layouts, xs), replace(piece, g=(g0, groups)))
-                                     for xs, g0, groups in tiles])
-    for t, (xs, g0, groups) in enumerate(tiles):
-        ops, tile = Operands(names, layouts, xs), replace(piece, g=(g0, groups))
+    tiles = [(xs, replace(piece, m=(r, min(plan.rows, m0 + rows - r)), g=(g, min(plan.block, g0 + groups - g))))
+             for xs in blocks for r in range(m0, m0 + rows, plan.rows) for g in range(g0, g0 + groups, plan.block)]
+    sharing = _sharing(piece, plan, [(Operands(names, layouts, xs), tile) for xs, tile in tiles])
+    for t, (xs, tile) in enumerate(tiles):
+        ops = Operands(names, layouts, xs)
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
             passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)), sharing)
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
-        runs = [run for j in range(len(xs)) for g in range(groups) for run in ops.c(g0 + g, piece.m[0], piece.m[1], j)]
+        runs = [run for j in range(len(xs)) for g in range(tile.g[1]) for run in ops.c(tile.g[0] + g, *tile.m, j)]
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)
@@ -312,6 +312,7 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     order = [*dims, "in"]
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
+    most["mb"] = min(most["mb"], machine.pt.max_tile_rows)  # the rows of C a core computes at once
     block = column_block(most["in"], most["mb"], most["out"], lx_sticks, split)
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,

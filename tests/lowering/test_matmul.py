@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from spyre_emu.calibration import matmul_program
+from spyre_emu.config import load_machine
 from spyre_emu.errors import ProgramError
 from spyre_emu.lowering import matmul
 from spyre_emu.lowering.placement import as_runs, rows_as_runs
@@ -139,3 +140,15 @@ def test_rows_as_runs_is_as_runs_row_by_row():
     for width in (0, 1, 2, 7):
         ids = np.cumsum(rng.integers(1, 3, (5, width)), axis=1) + rng.integers(0, 100, (5, 1))
         assert rows_as_runs(ids) == [as_runs(row) for row in ids]
+
+
+@pytest.mark.parametrize(("tile_rows", "b_reads"), [(128, 2), (256, 1)])
+def test_rows_beyond_max_tile_rows_stream_b_again(tmp_path, tile_rows, b_reads):
+    """256 rows of C on one core: with pt.max_tile_rows = 128 it computes two row blocks, each reading
+    all of B (16 KB) again; A (64 KB) is read once either way. The values are exact both ways."""
+    machine = load_machine(overrides=[f"pt.max_tile_rows={tile_rows}"])
+    path, want = _program(tmp_path, 256, 128, 64, 1, 1)
+    result = run(load(path, machine), machine, functional=True)
+    a_bytes, b_bytes = 256 * 128 * 2, 128 * 64 * 2
+    assert result.report.data["dram"]["read_bytes"] == a_bytes + b_reads * b_bytes
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)

@@ -23,20 +23,19 @@ from .report import capture
 
 
 def export_program(model: Any, example_inputs: tuple | list, path: str | Path,
-                   options: dict[str, Any] | None = None) -> list[Path]:
-    """Compile ``model``, call it once, write its kernel programs; returns the files written."""
+                   options: dict[str, Any] | None = None, **call_kwargs: Any) -> list[Path]:
+    """Compile ``model``, call it once (``call_kwargs`` go to the call, e.g. ``use_cache=False``), write
+    the kernel programs of every graph it ran, in call order (graph breaks make several graphs);
+    returns the files written."""
     path = Path(path)
     with torch.no_grad(), capture() as reports:
-        torch.compile(model, backend="spyre_emu", options=options, dynamic=False)(*example_inputs)
-    if not reports or not reports[-1].kernel_programs:
+        torch.compile(model, backend="spyre_emu", options=options, dynamic=False)(*example_inputs, **call_kwargs)
+    programs = [(program, rep.program_inputs[i] if i < len(rep.program_inputs) else {})
+                for rep in reports for i, program in enumerate(rep.kernel_programs)]
+    if not programs:
         raise SpyreEmuError("the model runs no kernel on the card; there is no kernel program to write", str(path))
-    rep = reports[-1]
-    written = []
-    for i, program in enumerate(rep.kernel_programs):
-        target = path if i == 0 else path.with_suffix(f".{i}{path.suffix}")
-        data = rep.program_inputs[i] if i < len(rep.program_inputs) else {}
-        written.append(_write(target, program, data))
-    return written
+    return [_write(path if i == 0 else path.with_suffix(f".{i}{path.suffix}"), program, data)
+            for i, (program, data) in enumerate(programs)]
 
 
 def _write(target: Path, program: dict[str, Any], inputs: dict[str, np.ndarray]) -> Path:

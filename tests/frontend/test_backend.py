@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -74,6 +76,19 @@ def test_fewer_cores_take_longer():
         torch.compile(model, backend="spyre_emu", options={"functional": False})(x)
     assert reports[0].total_cycles > reports[1].total_cycles
     assert max(k["cores"] for k in reports[0].kernels) <= 2
+
+
+def test_export_program_writes_every_graph_and_passes_keywords(tmp_path):
+    """A graph break makes two graphs: both graphs' programs are written; keywords reach the call."""
+    def fn(x, scale=1.0):
+        y = (x * scale).exp()
+        print("graph break")
+        return y.tanh()
+
+    paths = export_program(fn, (torch.randn(8, 64).half(),), tmp_path / "f.json", scale=2.0)
+    ops = [[k["op"] for k in json.loads(p.read_text())["kernels"]] for p in paths]
+    assert ops[0][-1] == "exp"
+    assert ops[-1] == ["tanh"]
 
 
 def test_export_program_runs_with_the_cli(tmp_path):

@@ -198,12 +198,13 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
                 loads = _load(core, name, part, cohort)
                 _handshake(plan, n, f"{operand}{member}", loads, cohort, list(by_unit))
     work: dict[str, list[Item]] = {}
+    c_lx = plan.c_lx
     fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb, **({"b_k_stride": nb} if nb > 1 else {}),
              "k": plan.k_rows(ks), "accumulate": ks[0] > piece.k[0]}
     for unit, mine in by_unit.items():
         work[unit] = [core.add(unit, item) for item in repeats(fixed, [
             (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * plan.b_step + j) * STICK_BYTES,
-             plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(plan.rows_per_pass, rows - r))
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(plan.rows_per_pass, rows - r))
             for j, g, r in mine])]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
@@ -218,16 +219,19 @@ def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:
     i = 0
     while i < len(passes):
         a, b, c, rows = passes[i]
-        end = i + 1
+        end, steps = i + 1, (0, 0, 0)
         if end < len(passes) and passes[end][3] == rows:
-            step = tuple(x - y for x, y in zip(passes[end][:3], passes[i][:3], strict=True))
-            while min(step) >= 0 and end < len(passes) and passes[end][3] == rows and all(
-                    x - y == d for x, y, d in zip(passes[end][:3], passes[end - 1][:3], step, strict=True)):
-                end += 1
+            steps = (passes[end][0] - a, passes[end][1] - b, passes[end][2] - c)
+            last = (a, b, c)
+            while min(steps) >= 0 and end < len(passes):
+                na, nb, nc, n_rows = passes[end]
+                if n_rows != rows or (na - last[0], nb - last[1], nc - last[2]) != steps:
+                    break
+                last, end = (na, nb, nc), end + 1
         item = {**fixed, "a": a, "b": b, "c": c, "rows": rows}
         if end - i > 1:
             item["repeat"] = end - i
-            item.update({f"{f}_step": d for f, d in zip("abc", step, strict=True) if d})
+            item.update({f"{f}_step": d for f, d in zip("abc", steps, strict=True) if d})
         out.append(item)
         i = end
     return out

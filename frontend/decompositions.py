@@ -80,5 +80,36 @@ def rewrite_attention(gm: torch.fx.GraphModule) -> None:
 KEPT = (aten.silu.default, aten._safe_softmax.default)
 
 
+def conv_as_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: list[int],
+                   padding: list[int], dilation: list[int], transposed: bool, output_padding: list[int],
+                   groups: int) -> Any:
+    """A 2-D convolution as the card runs it, a matmul: the input's patches as columns (a view when
+    the kernel tiles the image, as a ViT's patch embedding does; else ``unfold``, which runs on the
+    host) times the weight as a (out channels, in channels x kernel) matrix. Others stay as they are."""
+    if transposed or groups != 1 or x.dim() != 4:
+        return NotImplemented
+    n, cin, h, w = x.shape
+    cout, _, kh, kw = weight.shape
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    if list(stride) == [kh, kw] and not any(padding) and list(dilation) == [1, 1] and h % kh == 0 and w % kw == 0:
+        cols = x.reshape(n, cin, oh, kh, ow, kw).permute(0, 1, 3, 5, 2, 4).reshape(n, cin * kh * kw, oh * ow)
+    else:
+        cols = torch.nn.functional.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+    out = torch.matmul(weight.reshape(cout, -1), cols).reshape(n, cout, oh, ow)
+    return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+
+
+def batch_norm_eval(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, mean: torch.Tensor,
+                    var: torch.Tensor, momentum: float, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Batch norm with running statistics: a per-channel multiply-add over the input."""
+    shape = (1, -1, *([1] * (x.dim() - 2)))
+    out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+    out = out if weight is None else out * weight.reshape(shape)
+    return (out if bias is None else out + bias.reshape(shape)), mean.new_empty(0), mean.new_empty(0)
+
+
 def decompositions() -> dict[Any, Any]:
-    return {op: fn for op, fn in core_aten_decompositions().items() if op not in KEPT}
+    return {**{op: fn for op, fn in core_aten_decompositions().items() if op not in KEPT},
+            aten.convolution.default: conv_as_matmul,
+            aten._native_batch_norm_legit_no_training.default: batch_norm_eval}

@@ -108,3 +108,34 @@ def test_expand_of_a_computed_value_is_an_identity_kernel(check):
     rep = last_report()
     assert "identity" in [k["op"] for k in rep.kernels]
     assert rep.crossings == []
+
+
+def _ops():
+    return [k["op"] for k in last_report().kernels]
+
+
+def test_patch_convolution_is_a_matmul_on_the_card(check):
+    """A convolution whose kernel tiles the image (a ViT's patch embedding): patches are a view."""
+    conv = torch.nn.Conv2d(3, 64, 8, 8).half().eval()
+    check(conv, torch.randn(1, 3, 32, 32).half())
+    assert last_report().fallbacks == []
+    assert "batchmatmul" in _ops()
+
+
+def test_padded_convolution_unfolds_on_the_host_and_multiplies_on_the_card(check):
+    conv = torch.nn.Conv2d(16, 32, 3, 1, 1, bias=False).half().eval()
+    check(conv, torch.randn(1, 16, 16, 16).half())
+    rep = last_report()
+    assert "batchmatmul" in _ops()
+    assert not any("convolution" in f["op"] for f in rep.fallbacks)
+    assert rep.card_flop_share > 0.9
+
+
+def test_batch_norm_in_eval_is_a_multiply_add_on_the_card(check):
+    bn = torch.nn.BatchNorm2d(16).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-1, 1)
+    check(bn.half(), torch.randn(1, 16, 8, 64).half())
+    assert last_report().fallbacks == []

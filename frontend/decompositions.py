@@ -1,4 +1,5 @@
-"""The ATen decompositions the backend traces with: Core ATen, and attention spelled in its ops.
+"""The ATen decompositions the backend traces with: Core ATen; attention, 2-D convolution (a matmul)
+and batch norm in eval mode (a multiply-add) spelled in the card's ops.
 
 torch picks a fused scaled_dot_product_attention kernel by device before ATen decompositions
 apply (``_scaled_dot_product_flash_attention_for_cpu`` on the CPU, a float32 math path on meta

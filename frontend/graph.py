@@ -120,7 +120,7 @@ def source_line(fx: torch.fx.Node | None) -> str:
 def failure(fx: torch.fx.Node | None, shapes: list[Any], exc: Exception) -> SpyreEmuError:
     """An unexpected error while handling one ATen node, as one line: the op, its operand shapes, what
     went wrong and the user's source line."""
-    op = getattr(fx, "target", "?") if fx is not None else "?"
+    op = getattr(fx, "target", "?")
     what = " ".join(str(exc).split()) or type(exc).__name__
     return SpyreEmuError(f"{op} on operands of shape {', '.join(map(str, shapes)) or '()'} failed ({what}); "
                          f"it comes from {source_line(fx)}")

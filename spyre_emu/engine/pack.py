@@ -13,6 +13,7 @@ import numpy as np
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..unit_program import HOST_CORE, Instruction, UnitProgram
+from ..unit_program.model import matmul_repeat
 from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, Op
 from . import layout as L
 from . import systolic
@@ -127,8 +128,8 @@ def _encode(item: Instruction, machine: Machine) -> list[int]:
     elif op in (Op.LX2FIFO, Op.FIFO2LX):
         row[L.I_A4] = a["bytes"] // STICK_BYTES
     else:
-        row[L.I_DUR] = a.get("repeat", 1) * pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"),
-                                                           a.get("cols"))
+        row[L.I_DUR] = matmul_repeat(a) * pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"),
+                                                         a.get("cols"))
     return row
 
 

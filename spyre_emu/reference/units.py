@@ -15,6 +15,7 @@ from functools import partial
 
 from ..config import STICK_BYTES
 from ..unit_program import Instruction
+from ..unit_program.model import matmul_repeat
 from ..unit_program.opcodes import unit_kind
 from . import pt, sfu
 from .card import DMA_UNITS, Card, unit_number
@@ -58,8 +59,8 @@ def _compute(card: Card, number: int, ins: Instruction) -> Generator:
     env, machine, a = card.env, card.machine, ins.args
     kind = unit_kind(ins.unit)
     if kind == "pt":
-        cycles = a.get("repeat", 1) * pt.pass_cycles(machine, a["rows"], a.get("cols", machine.pt.cols_per_pass),
-                                                     a["k"], a.get("dtype", "fp16"))
+        cycles = matmul_repeat(a) * pt.pass_cycles(machine, a["rows"], a.get("cols", machine.pt.cols_per_pass),
+                                                   a["k"], a.get("dtype", "fp16"))
         yield At(env, env.now + cycles, Kind.END, number)
     elif kind == "lx2fifo":
         yield from stream(env, number, a["bytes"] // STICK_BYTES, None, card.fifo(ins.core, ins.unit, False), 1, 1)

@@ -29,6 +29,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..engine.pack import sfu_stick_cycles
+from ..unit_program.model import matmul_repeat
 from ..unit_program.opcodes import SFU_OPS, unit_kind
 from .traffic import Traffic
 
@@ -150,7 +151,7 @@ def _work(idx: np.ndarray, log: EventLog, machine: Machine) -> dict[str, Any]:
         ins = log.instructions[i]
         a = ins.args
         if ins.op == "matmul":
-            n = int(a.get("repeat", 1)) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
+            n = matmul_repeat(a) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
             macs += n
             pt_cycles += n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16")))
         elif ins.op in SFU_OPS:

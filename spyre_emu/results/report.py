@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import STICK_BYTES, Machine
 from ..engine.log import CHANNEL_STATS, LINK_STATS, UNIT_STATS, EventLog
+from ..unit_program.model import matmul_repeat
 from ..unit_program.opcodes import unit_kind
 from .activity import activity
 from .kernels import kernel_figures, peak_flops_per_cycle, units_of
@@ -112,7 +113,7 @@ def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
 
 def _pt(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
     matmuls = [ins for ins in log.instructions if ins.op == "matmul"]
-    repeats = [ins.args.get("repeat", 1) for ins in matmuls]
+    repeats = [matmul_repeat(ins.args) for ins in matmuls]
     macs = sum(n * ins.args["rows"] * ins.args["k"] * ins.args.get("cols", machine.pt.cols_per_pass)
                for n, ins in zip(repeats, matmuls, strict=True))
     arrays = {(ins.core, ins.unit) for ins in matmuls}

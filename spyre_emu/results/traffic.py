@@ -23,7 +23,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..unit_program import HOST_CORE, Instruction
-from ..unit_program.model import dram_pieces, matmul_a_sticks
+from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_repeat
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 
 READS_DRAM = {"load", "d2h"}
@@ -165,7 +165,7 @@ def _matmul_sticks(a: dict, machine: Machine) -> int:
     per_row = matmul_a_sticks(a, DTYPE_BYTES[dtype])[0]
     b = -(-int(a["k"]) * cols * DTYPE_BYTES[dtype] // STICK_BYTES)
     c = int(a["rows"]) * -(-cols * DTYPE_BYTES["fp16"] // STICK_BYTES)
-    return int(a.get("repeat", 1)) * (int(a["rows"]) * per_row + b + c * (2 if a.get("accumulate") else 1))
+    return matmul_repeat(a) * (int(a["rows"]) * per_row + b + c * (2 if a.get("accumulate") else 1))
 
 
 def _sfu_sticks(op: str, a: dict) -> int:

@@ -84,10 +84,15 @@ def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:
 STEPS = ("a_step", "b_step", "c_step")
 
 
+def matmul_repeat(args: dict) -> int:
+    """How many passes a matmul instruction runs back to back (its ``repeat``, default 1)."""
+    return int(args.get("repeat", 1))
+
+
 def matmul_passes(args: dict) -> list[dict]:
-    """A matmul's passes, one after another: ``repeat`` of them (default 1), pass i at a, b and c
-    moved on by i times ``a_step``, ``b_step`` and ``c_step`` bytes."""
-    n = args.get("repeat", 1)
+    """A matmul's passes, one after another: ``repeat`` of them, pass i at a, b and c moved on by
+    i times ``a_step``, ``b_step`` and ``c_step`` bytes."""
+    n = matmul_repeat(args)
     if n == 1:
         return [args]
     return [{**args, "a": args["a"] + i * args.get("a_step", 0), "b": args["b"] + i * args.get("b_step", 0),

@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
     _gemm_parser(sub)
     _validate_parser(sub)
+    _sweep_parser(sub)
     _ci_parsers(sub)
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
@@ -202,6 +203,35 @@ def _gemm(args: argparse.Namespace) -> None:
         sys.stdout.write(report.to_text() + extra)
 
 
+def _sweep_parser(sub: argparse._SubParsersAction) -> None:
+    sw = sub.add_parser("sweep", help="simulate every point of a design space (a TOML spec) and tabulate them")
+    sw.add_argument("spec", help="sweep spec TOML (see docs/sweeps.md, examples/sweeps/)")
+    sw.add_argument("--executor", choices=["local", "ray", "dask"], help="where points run (default: local processes)")
+    sw.add_argument("--workers", type=int, metavar="N", help="worker processes (default: the CPUs here)")
+    sw.add_argument("--address", help="an existing Ray or Dask scheduler to run on")
+    sw.add_argument("--output", metavar="FILE", help="write the table: .csv, .json or .parquet")
+    sw.add_argument("--no-cache", action="store_true", help="simulate every point, even those done before")
+    sw.add_argument("--quiet", action="store_true", help="do not print the table")
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from .sweep import run_spec  # noqa: PLC0415 -- sweeps load their executors only for this command
+    from .sweep.table import FORMATS  # noqa: PLC0415
+    if args.workers is not None and args.workers < 1:
+        raise SpyreEmuError("must be at least 1", None, "--workers")
+    output = Path(args.output) if args.output else None
+    if output and output.suffix not in FORMATS:
+        raise SpyreEmuError(f"unknown output type {output.suffix!r}; expected one of {', '.join(FORMATS)}", None,
+                            "--output")
+    result = run_spec(args.spec, executor=args.executor, workers=args.workers, address=args.address,
+                      cache=not args.no_cache)
+    if output:
+        write_all([(output, result.table.encode(output.suffix))])
+    if not args.quiet:
+        sys.stdout.write(result.table.text())
+    print(f"spyre-emu: sweep: {result.stats.summary()}", file=sys.stderr)
+
+
 def _validate(args: argparse.Namespace) -> None:
     machine = load_machine(args.config, args.set)
     data = Path(args.data) if args.data else DEFAULT_DATA
@@ -263,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             _gemm(args)
         elif args.command == "validate":
             _validate(args)
+        elif args.command == "sweep":
+            _sweep(args)
         elif args.command == "compare":
             return _compare(args)
         elif args.command == "check":

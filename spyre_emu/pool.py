@@ -17,11 +17,11 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-_POOL: list[ProcessPoolExecutor] = []
+_POOL: list[tuple[int, ProcessPoolExecutor]] = []  # the kept pool and its size
 
 
 def workers() -> int:
@@ -33,18 +33,23 @@ def parallel_map(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
     more than one worker; ``fn`` and the items must pickle. Results come back in order."""
     if len(items) < 2 or workers() < 2:
         return [fn(item) for item in items]
-    with _main_hidden():  # workers start as the items are submitted
-        futures = [_executor().submit(fn, item) for item in items]
-    return [f.result() for f in futures]
+    return [f.result() for f in submit(fn, items)]
+
+
+def submit(fn: Callable[[Any], T], items: Sequence[Any], count: int | None = None) -> list[Future[T]]:
+    """``fn(item)`` for every item, submitted to the kept pool of ``count`` workers (default ``workers()``)."""
+    with main_hidden():  # workers start as the items are submitted
+        pool = _executor(count or workers())
+        return [pool.submit(fn, item) for item in items]
 
 
 def shutdown() -> None:
     while _POOL:
-        _POOL.pop().shutdown()
+        _POOL.pop()[1].shutdown()
 
 
 @contextlib.contextmanager
-def _main_hidden() -> Iterator[None]:
+def main_hidden() -> Iterator[None]:
     """While workers start, the main module names no file or module: multiprocessing then gives a new
     worker nothing of it to run."""
     main = sys.modules["__main__"]
@@ -58,7 +63,9 @@ def _main_hidden() -> Iterator[None]:
         main.__dict__.update(saved)
 
 
-def _executor() -> ProcessPoolExecutor:
+def _executor(count: int) -> ProcessPoolExecutor:
+    if _POOL and _POOL[0][0] != count:
+        shutdown()
     if not _POOL:
-        _POOL.append(ProcessPoolExecutor(workers(), mp_context=multiprocessing.get_context("forkserver")))
-    return _POOL[0]
+        _POOL.append((count, ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("forkserver"))))
+    return _POOL[0][1]

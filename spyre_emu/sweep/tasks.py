@@ -1,0 +1,158 @@
+"""What a point of a sweep means: a kernel program to build and simulate, on a machine to configure.
+
+A point's keys are either machine config keys (``section.key``, anything ``--set`` takes) or the
+task's own parameters. ``MatmulTask`` builds the calibration sweep's matmul (shapes and a work
+division); ``ProgramTask`` takes a kernel program file and overrides its kernels' work divisions
+(``division.<kernel>.<dim>``). A point the card cannot run (a division over more cores than it has)
+is a row with its error, not the end of the sweep.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..calibration import matmul_program
+from ..config import Machine, load_machine
+from ..errors import ConfigError, SpyreEmuError
+from ..files import read_bytes
+from ..pipeline import parse, run
+from ..unit_program.load import read_json
+from .space import Point
+
+FIGURES = ("latency_us", "cycles", "cores", "instructions", "pt_utilization", "dram_gb_per_s", "error")
+MACHINE_SECTIONS = frozenset(f.name for f in dataclasses.fields(Machine))
+
+
+def is_machine_key(key: str) -> bool:
+    return key.partition(".")[0] in MACHINE_SECTIONS and "." in key
+
+
+class Task:
+    """Builds the kernel program of a point (``program``) and simulates it (``__call__``)."""
+
+    config: str | None
+    NAME: ClassVar[str]
+
+    def check_key(self, key: str, value: Any) -> str | None:
+        """Why ``key = value`` cannot be a parameter of this task, or None."""
+        raise NotImplementedError
+
+    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def source(self) -> str:
+        return self.NAME
+
+    def fingerprint(self) -> bytes:
+        """What a point's result depends on besides the point: the task and the files it reads."""
+        config = read_bytes(Path(self.config)) if self.config else b""
+        return repr(self).encode() + hashlib.sha256(config).digest()
+
+    def require(self, params: dict[str, Any]) -> None:
+        """Raise a one-line error if a point with these parameters lacks one the task needs."""
+
+    def check_keys(self, point: Point, where: str) -> None:
+        """Raise a one-line error for the first key of ``point`` that is neither a machine key nor a
+        parameter of this task, or whose value the machine config or the task refuses."""
+        for key, value in point.items():
+            path = f"{where}.{key}" if where else key
+            if is_machine_key(key):
+                try:
+                    load_machine(self.config, [f"{key}={json.dumps(value)}"])
+                except ConfigError as exc:
+                    raise ConfigError(exc.message, None, path) from None
+            elif (why := self.check_key(key, value)) is not None:
+                raise ConfigError(why, None, path)
+
+    def __call__(self, point: Point) -> dict[str, Any]:
+        """The figures of one point; ``error`` holds why the card could not run it."""
+        overrides = [f"{k}={json.dumps(v)}" for k, v in point.items() if is_machine_key(k)]
+        params = {k: v for k, v in point.items() if not is_machine_key(k)}
+        try:
+            machine = load_machine(self.config, overrides)
+            report = run(parse(self.program(params), machine, self.source()), machine, cache=False).report.data
+        except SpyreEmuError as exc:
+            return {**dict.fromkeys(FIGURES[:-1]), "error": exc.message}
+        return {"latency_us": round(report["latency_us"], 6), "cycles": report["total_cycles"],
+                "cores": len({c for k in report["kernels"] for c in k["cores"]}),
+                "instructions": report["instructions"], "pt_utilization": report["pt"]["mac_utilization"],
+                "dram_gb_per_s": report["dram"]["gb_per_s"], "error": ""}
+
+
+@dataclass(frozen=True)
+class MatmulTask(Task):
+    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default fp16 layouts (B = 1: a linear layer), divided
+    over ``split_b`` x ``split_m`` x ``split_n`` (in sticks) x ``split_k`` cores, as the calibration
+    sweep runs it."""
+
+    config: str | None = None
+    NAME: ClassVar[str] = "matmul"
+    DEFAULTS: ClassVar[dict[str, int | None]] = {"B": 1, "M": None, "N": None, "K": None,
+                                                 "split_b": 1, "split_m": 1, "split_n": 1, "split_k": 1}
+
+    def check_key(self, key: str, value: Any) -> str | None:
+        if key not in self.DEFAULTS:
+            return ("unknown parameter for a matmul sweep; expected a machine key or one of "
+                    + ", ".join(self.DEFAULTS))
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f"expected a positive integer, got {value!r}"
+        return None
+
+    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+        p = {**self.DEFAULTS, **params}
+        missing = [k for k, v in p.items() if v is None]
+        if missing:
+            raise ConfigError(f"a matmul sweep needs {', '.join(missing)} (in the space or fixed)")
+        split = tuple(p[f"split_{d}"] for d in "bmnk")
+        return matmul_program(p["B"], p["M"], p["N"], p["K"], split)
+
+    def require(self, params: dict[str, Any]) -> None:
+        self.program(params)
+
+
+@dataclass(frozen=True)
+class ProgramTask(Task):
+    """A kernel program file; ``division.<kernel>.<dim>`` sets that kernel's work division along ``dim``."""
+
+    program_path: str = ""
+    config: str | None = None
+    NAME: ClassVar[str] = "program"
+
+    def source(self) -> str:
+        return self.program_path
+
+    def fingerprint(self) -> bytes:
+        return super().fingerprint() + hashlib.sha256(read_bytes(Path(self.program_path))).digest()
+
+    def check_key(self, key: str, value: Any) -> str | None:
+        head, kernel, dim = (key.split(".") + ["", ""])[:3]
+        kernels = {k.get("name"): k for k in self._data().get("kernels", []) if isinstance(k, dict)}
+        if head != "division" or not kernel or not dim or key.count(".") != 2:
+            return "unknown parameter; expected a machine key or division.<kernel>.<dim>"
+        if kernel not in kernels:
+            return f"no kernel {kernel!r} in {self.program_path}; it has {', '.join(map(str, kernels))}"
+        if dim not in kernels[kernel].get("dims", {}):
+            return f"kernel {kernel!r} has no dim {dim!r}; it has {', '.join(kernels[kernel].get('dims', {}))}"
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f"expected a positive integer, got {value!r}"
+        return None
+
+    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+        data = copy.deepcopy(self._data())
+        kernels = {k["name"]: k for k in data["kernels"]}
+        for key, value in params.items():
+            _, kernel, dim = key.split(".")
+            kernels[kernel].setdefault("work_division", {})[dim] = value
+        return data
+
+    def _data(self) -> dict[str, Any]:
+        data = read_json(Path(self.program_path))
+        if not isinstance(data, dict) or not isinstance(data.get("kernels"), list):
+            raise ConfigError("expected a kernel program (a JSON object with a kernels list)", self.program_path)
+        return data

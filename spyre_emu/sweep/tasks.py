@@ -89,7 +89,8 @@ class Task:
 class MatmulTask(Task):
     """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default fp16 layouts (B = 1: a linear layer), divided
     over ``split_b`` x ``split_m`` x ``split_n`` (in sticks) x ``split_k`` cores, as the calibration
-    sweep runs it."""
+    sweep runs it; ``split = [b, m, n, k]`` gives all four at once (a list of measured divisions is one
+    grid over ``split``)."""
 
     config: str | None = None
     NAME: ClassVar[str] = "matmul"
@@ -97,14 +98,24 @@ class MatmulTask(Task):
                                                  "split_b": 1, "split_m": 1, "split_n": 1, "split_k": 1}
 
     def check_key(self, key: str, value: Any) -> str | None:
+        if key == "split":
+            ok = isinstance(value, list) and len(value) == 4 and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+            return None if ok else f"expected [b, m, n, k], four positive integers, got {value!r}"
         if key not in self.DEFAULTS:
             return ("unknown parameter for a matmul sweep; expected a machine key or one of "
-                    + ", ".join(self.DEFAULTS))
+                    + ", ".join([*self.DEFAULTS, "split"]))
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             return f"expected a positive integer, got {value!r}"
         return None
 
     def program(self, params: dict[str, Any]) -> dict[str, Any]:
+        if "split" in params:
+            both = [k for k in params if k.startswith("split_")]
+            if both:
+                raise ConfigError(f"give split or {both[0]}, not both", None, both[0])
+            params = {**{k: v for k, v in params.items() if k != "split"},
+                      **{f"split_{d}": v for d, v in zip("bmnk", params["split"], strict=True)}}
         p = {**self.DEFAULTS, **params}
         missing = [k for k, v in p.items() if v is None]
         if missing:

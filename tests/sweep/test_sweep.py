@@ -82,6 +82,17 @@ def test_a_sweep_run_again_simulates_only_new_points(tmp_path, monkeypatch):
     memo.clear_memory()
 
 
+def test_split_gives_the_four_divisions_at_once():
+    table = sweep({"split": grid_search([[1, 2, 4, 1], [1, 1, 1, 2]])}, MatmulTask(), fixed=SMALL, workers=1,
+                  cache=False).table
+    by_keys = sweep({"split_m": grid_search([2]), "split_n": grid_search([4])}, MatmulTask(), fixed=SMALL,
+                    workers=1, cache=False).table
+    assert table.column("cycles")[0] == by_keys.column("cycles")[0]
+    assert table.column("cores") == [8, 2]
+    with pytest.raises(ConfigError, match="split_m: give split or split_m, not both"):
+        sweep({"split": grid_search([[1, 2, 4, 1]]), "split_m": 2}, MatmulTask(), fixed=SMALL, workers=1, cache=False)
+
+
 def test_a_program_task_sets_a_kernels_division():
     table = sweep({"division.matmul.mb": grid_search([1, 8])}, ProgramTask(MLP), workers=1, cache=False).table
     one, eight = table.records()

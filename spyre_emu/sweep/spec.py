@@ -1,7 +1,7 @@
 """A sweep written as TOML (``spyre-emu sweep SPEC.toml``): the task, fixed values, the space, options.
 
     [task]
-    kind = "matmul"                  # or "program", with program = "kernels.json"
+    kind = "matmul"                  # or "program", with program = "kernels.json", or "module:Class"
     config = "../../configs/spyre.toml"  # optional; paths are relative to the spec file
     [fixed]
     M = 64
@@ -17,6 +17,8 @@ Every error names the spec file and the TOML path of the value at fault.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,8 @@ from .space import KINDS
 from .tasks import MatmulTask, ProgramTask, Task
 
 TABLES = {"task", "fixed", "space", "sweep"}
+BUILT_IN: dict[str, type[Task]] = {"matmul": MatmulTask, "program": ProgramTask}
+PATHS = {"config", "program"}  # task fields that name files, relative to the spec file
 OPTIONS = {"num_samples": int, "seed": int, "executor": str, "workers": int, "address": str}
 
 
@@ -84,22 +88,44 @@ def _spec(raw: dict[str, Any], base: Path) -> Spec:
 
 
 def _task(raw: dict[str, Any], base: Path) -> Task:
+    """The [task] table: kind "matmul" (default), "program", or "module:Class" naming any Task dataclass
+    (the torch one: spyre_emu.frontend.sweep:ModelTask); its other keys are the task's string fields."""
     kind = raw.get("kind", "matmul")
-    allowed = {"matmul": {"kind", "config"}, "program": {"kind", "config", "program"}}
-    if kind not in allowed:
-        raise ConfigError(f"unknown task kind {kind!r}; expected one of {', '.join(allowed)}", None, "task.kind")
+    if not isinstance(kind, str):
+        raise ConfigError(f"expected a string, got {kind!r}", None, "task.kind")
+    cls = _task_class(kind)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    args = {}
     for key, value in raw.items():
-        if key not in allowed[kind]:
-            raise ConfigError(f"unknown key for a {kind} task; expected {', '.join(sorted(allowed[kind]))}", None,
+        if key == "kind":
+            continue
+        if key not in fields:
+            raise ConfigError(f"unknown key for a {kind} task; expected one of {', '.join(sorted(fields))}", None,
                               f"task.{key}")
         if not isinstance(value, str):
             raise ConfigError(f"expected a string, got {value!r}", None, f"task.{key}")
-    config = str(base / raw["config"]) if "config" in raw else None
-    if kind == "matmul":
-        return MatmulTask(config)
-    if "program" not in raw:
-        raise ConfigError("a program task needs program = \"FILE.json\"", None, "task")
-    return ProgramTask(str(base / raw["program"]), config)
+        args[key] = str(base / value) if key in PATHS else value
+    required = sorted(f.name for f in dataclasses.fields(cls)
+                      if f.default is dataclasses.MISSING and f.name not in args)
+    if required:
+        raise ConfigError(f"a {kind} task needs {', '.join(f'{r} = ...' for r in required)}", None, "task")
+    return cls(**args)
+
+
+def _task_class(kind: str) -> type[Task]:
+    if kind in BUILT_IN:
+        return BUILT_IN[kind]
+    module, _, name = kind.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name) if name else None
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module!r}: {exc}", None, "task.kind") from None
+    except AttributeError:
+        cls = None
+    if not (isinstance(cls, type) and issubclass(cls, Task) and dataclasses.is_dataclass(cls)):
+        raise ConfigError(f"unknown task kind {kind!r}; expected matmul, program or module:Class naming a Task",
+                          None, "task.kind")
+    return cls
 
 
 def _flat(table: dict[str, Any], prefix: str) -> dict[str, Any]:

@@ -34,28 +34,28 @@ def is_machine_key(key: str) -> bool:
 
 
 class Task:
-    """Builds the kernel program of a point (``program``) and simulates it (``__call__``)."""
+    """What a point means: ``simulate`` gives its figures (``FIGURES``, less ``error``); ``__call__``
+    turns a point the card cannot run into a row with its error."""
 
     config: str | None
     NAME: ClassVar[str]
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
 
     def check_key(self, key: str, value: Any) -> str | None:
         """Why ``key = value`` cannot be a parameter of this task, or None."""
         raise NotImplementedError
 
-    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+    def simulate(self, params: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+        """The figures of a point: the task's ``params`` on a machine with ``--set`` ``overrides``."""
         raise NotImplementedError
 
-    def source(self) -> str:
-        return self.NAME
+    def require(self, params: dict[str, Any]) -> None:
+        """Raise a one-line error if a point with these parameters lacks one the task needs."""
 
     def fingerprint(self) -> bytes:
         """What a point's result depends on besides the point: the task and the files it reads."""
         config = read_bytes(Path(self.config)) if self.config else b""
         return repr(self).encode() + hashlib.sha256(config).digest()
-
-    def require(self, params: dict[str, Any]) -> None:
-        """Raise a one-line error if a point with these parameters lacks one the task needs."""
 
     def check_keys(self, point: Point, where: str) -> None:
         """Raise a one-line error for the first key of ``point`` that is neither a machine key nor a
@@ -71,22 +71,34 @@ class Task:
                 raise ConfigError(why, None, path)
 
     def __call__(self, point: Point) -> dict[str, Any]:
-        """The figures of one point; ``error`` holds why the card could not run it."""
         overrides = [f"{k}={json.dumps(v)}" for k, v in point.items() if is_machine_key(k)]
         params = {k: v for k, v in point.items() if not is_machine_key(k)}
         try:
-            machine = load_machine(self.config, overrides)
-            report = run(parse(self.program(params), machine, self.source()), machine, cache=False).report.data
+            return {**self.simulate(params, overrides), "error": ""}
         except SpyreEmuError as exc:
-            return {**dict.fromkeys(FIGURES[:-1]), "error": exc.message}
+            return {**dict.fromkeys(self.FIGURES[:-1]), "error": exc.message}
+
+
+class KernelTask(Task):
+    """A point as a kernel program (``kernel_program``), lowered and simulated on the configured machine."""
+
+    def kernel_program(self, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def source(self) -> str:
+        return self.NAME
+
+    def simulate(self, params: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+        machine = load_machine(self.config, overrides)
+        report = run(parse(self.kernel_program(params), machine, self.source()), machine, cache=False).report.data
         return {"latency_us": round(report["latency_us"], 6), "cycles": report["total_cycles"],
                 "cores": len({c for k in report["kernels"] for c in k["cores"]}),
                 "instructions": report["instructions"], "pt_utilization": report["pt"]["mac_utilization"],
-                "dram_gb_per_s": report["dram"]["gb_per_s"], "error": ""}
+                "dram_gb_per_s": report["dram"]["gb_per_s"]}
 
 
 @dataclass(frozen=True)
-class MatmulTask(Task):
+class MatmulTask(KernelTask):
     """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default fp16 layouts (B = 1: a linear layer), divided
     over ``split_b`` x ``split_m`` x ``split_n`` (in sticks) x ``split_k`` cores, as the calibration
     sweep runs it; ``split = [b, m, n, k]`` gives all four at once (a list of measured divisions is one
@@ -109,7 +121,7 @@ class MatmulTask(Task):
             return f"expected a positive integer, got {value!r}"
         return None
 
-    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+    def kernel_program(self, params: dict[str, Any]) -> dict[str, Any]:
         if "split" in params:
             both = [k for k in params if k.startswith("split_")]
             if both:
@@ -124,22 +136,22 @@ class MatmulTask(Task):
         return matmul_program(p["B"], p["M"], p["N"], p["K"], split)
 
     def require(self, params: dict[str, Any]) -> None:
-        self.program(params)
+        self.kernel_program(params)
 
 
 @dataclass(frozen=True)
-class ProgramTask(Task):
+class ProgramTask(KernelTask):
     """A kernel program file; ``division.<kernel>.<dim>`` sets that kernel's work division along ``dim``."""
 
-    program_path: str = ""
+    program: str
     config: str | None = None
     NAME: ClassVar[str] = "program"
 
     def source(self) -> str:
-        return self.program_path
+        return self.program
 
     def fingerprint(self) -> bytes:
-        return super().fingerprint() + hashlib.sha256(read_bytes(Path(self.program_path))).digest()
+        return super().fingerprint() + hashlib.sha256(read_bytes(Path(self.program))).digest()
 
     def check_key(self, key: str, value: Any) -> str | None:
         head, kernel, dim = (key.split(".") + ["", ""])[:3]
@@ -147,14 +159,14 @@ class ProgramTask(Task):
         if head != "division" or not kernel or not dim or key.count(".") != 2:
             return "unknown parameter; expected a machine key or division.<kernel>.<dim>"
         if kernel not in kernels:
-            return f"no kernel {kernel!r} in {self.program_path}; it has {', '.join(map(str, kernels))}"
+            return f"no kernel {kernel!r} in {self.program}; it has {', '.join(map(str, kernels))}"
         if dim not in kernels[kernel].get("dims", {}):
             return f"kernel {kernel!r} has no dim {dim!r}; it has {', '.join(kernels[kernel].get('dims', {}))}"
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             return f"expected a positive integer, got {value!r}"
         return None
 
-    def program(self, params: dict[str, Any]) -> dict[str, Any]:
+    def kernel_program(self, params: dict[str, Any]) -> dict[str, Any]:
         data = copy.deepcopy(self._data())
         kernels = {k["name"]: k for k in data["kernels"]}
         for key, value in params.items():
@@ -163,7 +175,7 @@ class ProgramTask(Task):
         return data
 
     def _data(self) -> dict[str, Any]:
-        data = read_json(Path(self.program_path))
+        data = read_json(Path(self.program))
         if not isinstance(data, dict) or not isinstance(data.get("kernels"), list):
-            raise ConfigError("expected a kernel program (a JSON object with a kernels list)", self.program_path)
+            raise ConfigError("expected a kernel program (a JSON object with a kernels list)", self.program)
         return data

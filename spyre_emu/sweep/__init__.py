@@ -10,10 +10,10 @@ See docs/sweeps.md.
 """
 
 from .runner import Stats, Sweep, sweep
-from .space import choice, expand, grid_search, loguniform, randint, to_tune, uniform
+from .space import choice, expand, grid_search, loguniform, randint, to_tune, tune_trainable, uniform
 from .spec import load_spec, run_spec
 from .table import Table
 from .tasks import MatmulTask, ProgramTask, Task
 
 __all__ = ["MatmulTask", "ProgramTask", "Stats", "Sweep", "Table", "Task", "choice", "expand", "grid_search",
-           "load_spec", "loguniform", "randint", "run_spec", "sweep", "to_tune", "uniform"]
+           "load_spec", "loguniform", "randint", "run_spec", "sweep", "to_tune", "tune_trainable", "uniform"]

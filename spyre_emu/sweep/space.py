@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,6 +125,16 @@ def to_tune(space: dict[str, Any]) -> dict[str, Any]:
             return getattr(tune, v.kind)(list(v.args))
         return getattr(tune, v.kind)(*v.args)
     return {k: convert(domain_of(v, k)) for k, v in space.items()}
+
+
+def tune_trainable(task: Callable[[Point], dict[str, Any]], fixed: Point | None = None) -> Callable[[Point], dict]:
+    """A Ray Tune function trainable for ``tune.Tuner``: it simulates the trial's config (with the
+    ``fixed`` values) and reports the point's figures as the trial's result."""
+    fixed = dict(fixed or {})
+
+    def trainable(config: Point) -> dict[str, Any]:
+        return task({**fixed, **{k: _plain(v) for k, v in config.items()}})
+    return trainable
 
 
 def _plain(value: Any) -> Value:

@@ -15,7 +15,7 @@ from spyre_emu.calibration import matmul_program
 from spyre_emu.config import load_machine
 from spyre_emu.errors import ConfigError
 from spyre_emu.pipeline import parse, run
-from spyre_emu.sweep import MatmulTask, ProgramTask, Table, grid_search, sweep
+from spyre_emu.sweep import MatmulTask, ProgramTask, Table, grid_search, sweep, to_tune, tune_trainable
 from spyre_emu.sweep import executors as executors_module
 from spyre_emu.sweep.plots import heatmap, line, pareto, pareto_front
 from tests.conftest import ROOT
@@ -53,6 +53,25 @@ def test_every_executor_gives_the_same_table(executor):
     assert len(other.table.rows) == 12
     assert other.stats.points == 12
     assert len(other.stats.warm_s) == 2  # each worker process warmed once, timed apart
+
+
+def test_ray_tune_runs_the_same_points(tmp_path):
+    _needs("ray")
+    ray = importlib.import_module("ray")
+    tune = importlib.import_module("ray.tune")
+    space = {"split_m": grid_search([1, 2]), "split_n": grid_search([1, 4])}
+    tuner = tune.Tuner(tune_trainable(MatmulTask(), SMALL), param_space=to_tune(space),
+                       tune_config=tune.TuneConfig(metric="latency_us", mode="min"),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0))
+    try:
+        results = tuner.fit()
+    finally:
+        ray.shutdown()
+    got = sorted((r.config["split_m"], r.config["split_n"], r.metrics["cycles"]) for r in results)
+    want = sweep(space, MatmulTask(), fixed=SMALL, workers=1, cache=False).table
+    assert got == sorted(zip(want.column("split_m"), want.column("split_n"), want.column("cycles"), strict=True))
+    best = want.best().records()[0]
+    assert results.get_best_result().config == {"split_m": best["split_m"], "split_n": best["split_n"]}
 
 
 def test_a_point_the_card_cannot_run_is_a_row_with_its_error():

@@ -9,13 +9,12 @@ run again, or grown, simulates only the new points.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import memo
+from .. import memo, pool
 from ..errors import ConfigError
 from .executors import Batch, run_batches
 from .space import expand
@@ -66,7 +65,7 @@ def sweep(space: dict[str, Any], task: Task, *, fixed: dict[str, Any] | None = N
     keys = [memo.key(b"sweep", task.fingerprint(), repr(sorted(p.items())).encode()) for p in points]
     figures: list[dict[str, Any] | None] = [memo.lookup(k) if cache else None for k in keys]
     todo = [i for i, f in enumerate(figures) if f is None]
-    count = max(1, workers or int(os.environ.get("SPYRE_EMU_WORKERS", len(os.sched_getaffinity(0)))))
+    count = workers or pool.workers()
     batches = _batches(todo, count)
     jobs = [(task, [points[i] for i in b]) for b in batches]
     warm: dict[int, float] = {}

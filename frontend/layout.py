@@ -80,8 +80,9 @@ def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) 
     out = node.outputs[0]
     dtype = device_dtype(out)
     wants = _operand_shapes(graph, node)
-    names = [_tensor_for(graph, v, dshape, dtype, kept, host_views, expand)
-             for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
+    # a kernel's tensors are in its output's dtype (a bool operand in 1.0 / 0.0), a cast's input in its own
+    names = [_tensor_for(graph, v, dshape, device_dtype(v) if node.op == "to_dtype" else dtype, kept, host_views,
+                         expand) for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
     out.dshape, out.from_device = wants[-1][0], True
     graph.tensors[out.name] = DeviceTensor(out.name, out, out.dshape, dtype, upload=False)
     node.tensors = [*names, out.name]

@@ -73,7 +73,7 @@ def _check(kernel: Kernel, x: tuple[int, ...], y: tuple[int, ...], dtypes: tuple
            src: str) -> None:
     wide = {"fp32"}
     if x != y or list(kernel.dims.values()) != list(y) or not same_stick or \
-            len({*dtypes} & wide) != 1 or not {*dtypes} - wide <= {"fp16", "bf16"}:
+            len({*dtypes} & wide) != 1 or not {*dtypes} - wide <= {"fp16", "bf16"} or len({*dtypes}) != 2:
         raise ProgramError(f"to_dtype casts between fp16 or bf16 and fp32 over the output's dims, x and y of one "
                            f"shape and stick dim: x {list(x)} {dtypes[0]}, y {list(y)} {dtypes[1]}, dims "
                            f"{list(kernel.dims.values())}", src, kernel.path)

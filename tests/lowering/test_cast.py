@@ -60,7 +60,8 @@ def test_cast_costs_one_simple_sfu_step_per_output_stick(tmp_path, spyre):
         assert busy == len(sfu) * spyre.sfu.latency_cycles + sticks * spyre.sfu.cost_cycles["simple"]
 
 
-@pytest.mark.parametrize(("src", "dst", "shape_y"), [("fp16", "fp16", (4, 64)), ("fp16", "int8", (4, 64)),
+@pytest.mark.parametrize(("src", "dst", "shape_y"), [("fp16", "fp16", (4, 64)), ("fp32", "fp32", (4, 64)),
+                                                     ("fp16", "int8", (4, 64)),
                                                      ("fp16", "fp32", (4, 32))])
 def test_refused_casts_name_the_kernel(tmp_path, spyre, src, dst, shape_y):
     path, _ = _program(tmp_path, (4, 64), (1, 1), src, dst)

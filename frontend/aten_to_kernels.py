@@ -20,7 +20,7 @@ import torch
 
 from spyre_emu.errors import SpyreEmuError
 
-from .graph import DEVICE_DTYPES, Graph, Node, Value, failure
+from .graph import DEVICE_DTYPES, MATMUL_DTYPES, Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
 
 aten = torch.ops.aten
@@ -60,7 +60,7 @@ class Builder:
 def _device(*values: Value) -> None:
     for v in values:
         if v.dtype not in DEVICE_DTYPES:
-            raise UnsupportedError(f"dtype {v.dtype} is not simulated (fp16 and bf16 are)")
+            raise UnsupportedError(f"dtype {v.dtype} is not simulated (fp16, bf16 and fp32 are)")
 
 
 def _out_shape(b: Builder) -> tuple[int, ...]:
@@ -73,7 +73,7 @@ def _operand(b: Builder, x: Any, like: Value) -> Value:
 
 UNARY = {aten.neg: "neg", aten.abs: "abs", aten.exp: "exp", aten.log: "log", aten.sqrt: "sqrt",
          aten.rsqrt: "rsqrt", aten.reciprocal: "reciprocal", aten.tanh: "tanh", aten.sigmoid: "sigmoid",
-         aten.relu: "relufwd", aten.silu: "silu", aten.gelu: "gelufwd"}
+         aten.relu: "relufwd", aten.silu: "silu", aten.gelu: "gelufwd", aten.cos: "cos", aten.sin: "sin"}
 BINARY = {aten.add: "add", aten.sub: "sub", aten.mul: "mul", aten.div: "realdiv", aten.maximum: "maximum",
           aten.minimum: "minimum", aten.gt: "greater", aten.ge: "greaterequal", aten.lt: "less",
           aten.le: "lessequal", aten.eq: "equal", aten.ne: "notequal"}
@@ -93,8 +93,8 @@ def _binary(b: Builder, x: Any, y: Any, alpha: float = 1, rounding_mode: str | N
     if rounding_mode is not None:
         raise UnsupportedError(f"division with rounding_mode={rounding_mode!r}")
     like = x if isinstance(x, Value) else y
-    x, y = _operand(b, x, like), _operand(b, y, like)
-    _device(x, y)
+    x, y = _promoted(b, _operand(b, x, like), _operand(b, y, like))
+    like = x
     if alpha != 1:
         y = b.kernel("mul", [y, b.const(alpha, y)], y.shape)
     if op not in COMPARISONS:
@@ -102,6 +102,15 @@ def _binary(b: Builder, x: Any, y: Any, alpha: float = 1, rounding_mode: str | N
     out = b.kernel(op, [x, y], _out_shape(b), torch.bool)
     out.carrier = like.dtype
     return out
+
+
+def _promoted(b: Builder, *values: Value) -> list[Value]:
+    """Operands of mixed float dtypes cast to the one torch computes in (fp16 * fp32 is fp32)."""
+    _device(*values)
+    common = values[0].dtype
+    for v in values[1:]:
+        common = torch.promote_types(common, v.dtype)
+    return [_cast(b, v, common) for v in values]
 
 
 def _pow(b: Builder, x: Value, exponent: float) -> Value:
@@ -137,16 +146,15 @@ def _clamp(b: Builder, x: Value, lo: float | None = None, hi: float | None = Non
 
 def _where(b: Builder, cond: Value, x: Any, y: Any) -> Value:
     like = x if isinstance(x, Value) else y
-    x, y = _operand(b, x, like), _operand(b, y, like)
-    _device(x, y)
-    return b.kernel("where3", [cond, x, y], _out_shape(b), like.dtype)
+    x, y = _promoted(b, _operand(b, x, like), _operand(b, y, like))
+    return b.kernel("where3", [cond, x, y], _out_shape(b), x.dtype)
 
 
 def _reduce(b: Builder, x: Value, dims: Any = None, keepdim: bool = False, dtype: torch.dtype | None = None) -> Value:
-    """One kernel per run of adjacent reduced dims, the stick dim last, each keeping its dims."""
+    """One kernel per run of adjacent reduced dims, the stick dim last, each keeping its dims (a
+    reduction to another dtype casts first, as torch accumulates in it)."""
     _device(x)
-    if dtype is not None and dtype != x.dtype:
-        raise UnsupportedError(f"reduction to dtype {dtype}")
+    x = _cast(b, x, dtype)
     rank = len(x.shape)
     dims = sorted({d % rank for d in ([dims] if isinstance(dims, int) else dims or range(rank))})
     runs: list[list[int]] = []
@@ -173,7 +181,13 @@ def _view_of(b: Builder, x: Value, shape: tuple[int, ...]) -> Value:
 
 def _matmul(b: Builder, x: Value, y: Value) -> Value:
     _device(x, y)
+    _pt(x)
     return b.kernel("batchmatmul", [x, y], _out_shape(b))
+
+
+def _pt(x: Value) -> None:
+    if x.dtype not in MATMUL_DTYPES:
+        raise UnsupportedError(f"a {x.dtype} matmul: the PT array multiplies fp16 and bf16")
 
 
 def _addmm(b: Builder, bias: Value, x: Value, y: Value, beta: float = 1, alpha: float = 1) -> Value:
@@ -223,9 +237,8 @@ def _softmax(b: Builder, x: Value, dim: int, half_to_float: bool, safe: bool = F
 
 
 def _safe_softmax(b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
-    if dtype not in (None, x.dtype):
-        raise UnsupportedError(f"softmax to {dtype}")
-    return _softmax(b, x, dim, False, safe=True)
+    _device(x)
+    return _softmax(b, _cast(b, x, dtype), dim, False, safe=True)
 
 
 def _view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
@@ -254,6 +267,7 @@ def _cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
         raise UnsupportedError("a cat other than of slices of one value's last dim")
     x = b.env[slices[0][0]]
     _device(x)
+    _pt(x)
     n, m = x.shape[-1], sum(end - start for _, start, end, _ in slices)
     matrix, at = torch.zeros(n, m, dtype=x.dtype), 0
     for _, start, end, sign in slices:
@@ -281,9 +295,20 @@ def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | 
 
 
 def _to_copy(b: Builder, x: Value, dtype: torch.dtype | None = None, **kwargs: Any) -> Value:
-    if dtype not in (None, x.dtype):
-        raise UnsupportedError(f"cast to {dtype}")
-    return _view_of(b, x, x.shape)
+    if dtype in (None, x.dtype):
+        return _view_of(b, x, x.shape)
+    _device(x)
+    return _cast(b, x, dtype)
+
+
+def _cast(b: Builder, x: Value, dtype: torch.dtype | None) -> Value:
+    """A ``to_dtype`` kernel between fp16 or bf16 and fp32 (the card's casts); no kernel when the
+    dtype stays."""
+    if dtype in (None, x.dtype):
+        return x
+    if torch.float32 not in (x.dtype, dtype) or dtype not in DEVICE_DTYPES or x.carrier is not None:
+        raise UnsupportedError(f"cast from {x.dtype} to {dtype} (the card casts between fp16 or bf16 and fp32)")
+    return b.kernel("to_dtype", [x], x.shape, dtype)
 
 
 HANDLERS: dict[Any, Callable[..., Any]] = {

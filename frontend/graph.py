@@ -24,7 +24,8 @@ from spyre_emu.errors import SpyreEmuError
 
 from .views import Order
 
-DEVICE_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+DEVICE_DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+MATMUL_DTYPES = {torch.float16, torch.bfloat16}  # the PT array's; fp32 runs on the SFU only
 
 
 @dataclass(eq=False)

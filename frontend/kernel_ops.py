@@ -35,7 +35,7 @@ UNARY: dict[str, Ref] = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
     "silu": torch.nn.functional.silu, "gelufwd": torch.nn.functional.gelu, "relufwd": torch.relu,
-    "identity": lambda x: x,
+    "cos": torch.cos, "sin": torch.sin, "identity": lambda x: x, "to_dtype": lambda x: x,
 }
 BINARY: dict[str, Ref] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "realdiv": torch.div, "maximum": torch.maximum,

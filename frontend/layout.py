@@ -80,8 +80,9 @@ def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) 
     out = node.outputs[0]
     dtype = device_dtype(out)
     wants = _operand_shapes(graph, node)
-    names = [_tensor_for(graph, v, dshape, dtype, kept, host_views, expand)
-             for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
+    # a kernel's tensors are in its output's dtype (a bool operand in 1.0 / 0.0), a cast's input in its own
+    names = [_tensor_for(graph, v, dshape, device_dtype(v) if node.op == "to_dtype" else dtype, kept, host_views,
+                         expand) for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
     out.dshape, out.from_device = wants[-1][0], True
     graph.tensors[out.name] = DeviceTensor(out.name, out, out.dshape, dtype, upload=False)
     node.tensors = [*names, out.name]
@@ -98,8 +99,9 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
         return [(v.shape, None) for v in (*node.inputs, out)]
     if node.op in REDUCTIONS:
         x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
-        if hi == len(x.shape) - 1:
-            full = current(graph, x) or rows_shape(x.shape)
+        if hi == len(x.shape) - 1:  # the card's grouping of x, if it keeps the reduced dim its own
+            held = current(graph, x)
+            full = held if held is not None and held[-1] == x.shape[-1] else rows_shape(x.shape)
             return [(full, None), ((*full[:-1], 1), None)]
         s = x.shape  # the reduced dims lo..hi become one device dim
         full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])

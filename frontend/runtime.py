@@ -28,7 +28,7 @@ from .kernel_ops import run_reference
 from .options import Options
 from .program import Segment
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 
 from spyre_emu.config import Machine
+from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
 
 from .graph import DeviceTensor, Graph, Node
 from .program import Segment, Step
-from .work_division import STICK, matmul_lx_sticks, usable_lx_sticks
+from .work_division import matmul_lx_sticks, usable_lx_sticks
 
 LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
@@ -81,5 +82,5 @@ def _same_slices(t: DeviceTensor, kernels: list[Node]) -> bool:
 
 
 def _sticks_per_core(t: DeviceTensor, kernel: Node) -> int:
-    sticks = math.prod(t.dshape[:-1]) * -(-t.dshape[-1] // STICK)
+    sticks = math.prod(t.dshape[:-1]) * -(-t.dshape[-1] // elems_per_stick(t.dtype))
     return -(-sticks // math.prod(kernel.slices.values()))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from spyre_emu.config import STICK_BYTES, Machine
+from spyre_emu.kernel_program import elems_per_stick
 
 from .graph import Graph, Node
 from .layout import REDUCTIONS, RESTICKIFY
@@ -56,7 +57,8 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int) -> None:
         node.dims, node.slices = _matmul(shapes, machine, cores)
         return
     space = shapes[0] if node.op in REDUCTIONS else shapes[-1]
-    units = [-(-n // STICK) if i == len(space) - 1 else n for i, n in enumerate(space)]
+    lanes = elems_per_stick(graph.tensors[node.tensors[-1]].dtype)  # a cast divides its output's sticks
+    units = [-(-n // lanes) if i == len(space) - 1 else n for i, n in enumerate(space)]
     if node.op in REDUCTIONS:
         reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m]
         slices = _reduction(units, reduced[0], cores) if reduced else _greedy(units, [True] * len(units), cores)

@@ -160,7 +160,7 @@ def _sfu(card: Card, ins: Instruction, lx: np.ndarray) -> bool:
         count = 1 if a.get(f"{field}_broadcast") else n
         value = to_f32(lx[a[field]:a[field] + count * STICK_BYTES].copy(), dtype).reshape(count, lanes)
         operands.append(np.broadcast_to(value, (n, lanes)))
-    out = from_f32(sfu_apply(ins.op, *operands).reshape(-1), dtype)
+    out = from_f32(sfu_apply(ins.op, *operands).reshape(-1), a.get("out_dtype", dtype))
     if a["out"] == "fifo":
         card.fifo(ins, "out").extend(_sticks(out))
     else:

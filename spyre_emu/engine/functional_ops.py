@@ -18,6 +18,12 @@ def _transpose(x: np.ndarray) -> np.ndarray:
     return x.reshape(-1, lanes, lanes).transpose(0, 2, 1).reshape(x.shape)
 
 
+def _half(x: np.ndarray, which: int) -> np.ndarray:
+    """Lanes [0, L/2) or [L/2, L) of each stick: the elements one widened output stick holds."""
+    half = x.shape[1] // 2
+    return x[:, which * half:(which + 1) * half]
+
+
 def _flag(cond: np.ndarray) -> np.ndarray:
     return cond.astype(np.float32)
 
@@ -36,11 +42,14 @@ _MAP = {
     "le": lambda x, b: _flag(x <= b), "eq": lambda x, b: _flag(x == b), "ne": lambda x, b: _flag(x != b),
     "where": lambda cond, b, c: np.where(cond != 0, b, c),
     "splat": lambda x: np.repeat(x[:, :1], x.shape[1], axis=1), "transpose": _transpose,
+    "cos": np.cos, "sin": np.sin,
+    "widen_lo": lambda x: _half(x, 0), "widen_hi": lambda x: _half(x, 1),
+    "narrow": lambda a, b: np.concatenate([a, b], axis=1),
 }
 
 
 def sfu_apply(op: str, *operands: np.ndarray) -> np.ndarray:
     """Operands are [sticks, lanes] float32 (``a``, then ``b``, ``c`` for ops that take them);
-    returns float32 of the op's output shape."""
+    returns float32 of the op's output shape (a cast's output sticks have its output type's lanes)."""
     with np.errstate(all="ignore"):
         return np.asarray(_MAP[op](*operands), np.float32)

@@ -1,6 +1,7 @@
 """The op table: each op name, its lowering family and (pointwise) its SFU steps.
 
-Names are SuperDSC's where SuperDSC has the op; ``minimum``, the comparisons, and the fused
+Names are SuperDSC's where SuperDSC has the op; ``to_dtype`` is Inductor's (torch-spyre drops
+conversions so far); ``minimum``, ``cos``, ``sin``, the comparisons, and the fused
 row ops ``softmax``, ``layernorm`` and ``rmsnorm`` (one kernel each, as the front end's fusion
 pass emits them) are spyre-emu's own. One literal table, not a registry filled by imports: a
 new op is one line here. Families are lowered by ``spyre_emu.lowering``.
@@ -14,7 +15,7 @@ Step = tuple[str, tuple[int | str, ...]]  # an SFU op and its operands: input in
 
 
 class OpSpec(NamedTuple):
-    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify"
+    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast"
     arity: int                # tensor inputs
     sfu: str | tuple[Step, ...] | None = None  # pointwise: the SFU op over every input, or SFU steps
 
@@ -45,6 +46,8 @@ OPS: dict[str, OpSpec] = {
     "silu": OpSpec("pointwise", 1, "silu"),
     "gelufwd": OpSpec("pointwise", 1, "gelu"),
     "relufwd": OpSpec("pointwise", 1, "relu"),
+    "cos": OpSpec("pointwise", 1, "cos"),
+    "sin": OpSpec("pointwise", 1, "sin"),
     "identity": OpSpec("pointwise", 1, "copy"),
     # (x - mean) * rstd * weight + bias, every operand broadcast to x's shape
     "layernormnorm": OpSpec("pointwise", 5, (("sub", (0, 1)), ("mul", ("t", 2)), ("mul", ("t", 3)),
@@ -59,6 +62,7 @@ OPS: dict[str, OpSpec] = {
     "layernorm": OpSpec("rowwise", 3),
     "rmsnorm": OpSpec("rowwise", 2),
     "ReStickifyOpHBM": OpSpec("restickify", 1),
+    "to_dtype": OpSpec("cast", 1),  # Inductor's name for a cast: the input's values in the output's dtype
 }
 # The ops that take attributes, with their defaults (any other op takes none).
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).

@@ -1,6 +1,7 @@
 """Pointwise kernels: every core streams its output sticks through its SFUs, chunk by chunk.
 
-An op is a list of SFU steps over the kernel's inputs (most ops are one step). Inputs broadcast
+An op is a list of SFU steps over the kernel's inputs (most ops are one step); a kernel may have
+several such lists, one per output stick (a cast widens the low or the high half of a stick). Inputs broadcast
 numpy-style over their size-1 dims: each output stick reads, from each input, the stick holding
 its host index with those dims at 0; an input broadcast along the stick dim is splatted (lane 0
 to every lane) first. DRAM inputs are loaded per chunk (only the distinct sticks it needs), LX
@@ -39,11 +40,14 @@ class Operand:
     full: bool                   # the output's own sticks (loads follow the output's runs)
 
 
-def lower_pointwise(core: CoreStreams, *, steps: tuple[Step, ...], inputs: list[Operand], output: str,
+def lower_pointwise(core: CoreStreams, *, steps: tuple[tuple[Step, ...], ...], inputs: list[Operand], output: str,
                     runs: Runs, out_home: Resident | None, budget: int, step: Stepper, dtype: str,
-                    where: tuple[str, str]) -> None:
-    """Append one core's share of a pointwise kernel to its unit streams."""
+                    where: tuple[str, str], variant: np.ndarray | None = None, out_dtype: str | None = None) -> None:
+    """Append one core's share of a pointwise kernel to its unit streams: output stick ``p`` takes
+    the steps ``steps[variant[p]]`` (all ``steps[0]`` without ``variant``) over operands of ``dtype``,
+    written as ``out_dtype`` when a cast changes it."""
     out_ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+    variant = np.zeros(len(out_ids), np.int64) if variant is None else variant
     chunk = step(len(out_ids), budget // (2 * (len(inputs) + 1)))
     pos = 0
     for q, piece in enumerate(chunks(runs, chunk)):
@@ -56,7 +60,8 @@ def lower_pointwise(core: CoreStreams, *, steps: tuple[Step, ...], inputs: list[
             addrs.append(addr)
             splats += [splat] if splat else []
         out = out_home.addr(core.core, out_ids[pos:pos + n], *where) if out_home else stick_addrs(bufs[-1], n)
-        work = {unit: _half_ops(steps, addrs, splats, out, lo, hi, dtype) for unit, (lo, hi) in halves(n).items()}
+        work = {unit: _half_ops(steps, variant[pos:pos + n], addrs, splats, out, lo, hi, (dtype, out_dtype))
+                for unit, (lo, hi) in halves(n).items()}
         stores = [] if out_home else core.dma("store", output, piece, bufs[-1])
         core.wire_chunk(q, loads, work, stores)
         pos += n
@@ -81,16 +86,19 @@ def _operand(core: CoreStreams, op: Operand, ids: np.ndarray, buf: int, piece: R
     return dst[slot], (slot, src, dst)
 
 
-def _half_ops(steps: tuple[Step, ...], addrs: list[np.ndarray], splats: list, out: np.ndarray, lo: int, hi: int,
-              dtype: str) -> list[dict]:
-    """One corelet's SFU ops for chunk positions [lo, hi): splats of what it reads, then the steps."""
-    ops = []
+def _half_ops(steps: tuple[tuple[Step, ...], ...], variant: np.ndarray, addrs: list[np.ndarray], splats: list,
+              out: np.ndarray, lo: int, hi: int, dtypes: tuple[str, str | None]) -> list[dict]:
+    """One corelet's SFU ops for chunk positions [lo, hi): splats of what it reads, then the steps,
+    stretch by stretch of positions taking the same steps."""
+    ops, dtype = [], dtypes[0]
     for slot, src, dst in splats:
         used = np.unique(slot[lo:hi])
         ops += sfu_ops("splat", [src[used]], dst[used], dtype)
-    for sfu_op, args in steps:
-        operands = [(out if a == "t" else addrs[a])[lo:hi] for a in args]
-        ops += sfu_ops(sfu_op, operands, out[lo:hi], dtype)
+    cuts = [lo, *(lo + 1 + np.flatnonzero(np.diff(variant[lo:hi]))).tolist(), hi]
+    for s, e in zip(cuts, cuts[1:], strict=False):
+        for sfu_op, args in steps[variant[s]] if e > s else ():
+            operands = [(out if a == "t" else addrs[a])[s:e] for a in args]
+            ops += sfu_ops(sfu_op, operands, out[s:e], *dtypes)
     return ops
 
 
@@ -117,7 +125,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
             splat = stick_dim != NO_HOST_DIM and size[stick_dim] < out.shape[stick_dim]
             inputs.append(Operand(t.name, mine, bool(splat),
                                   target.residents.get(t.name), t.layout == out))
-        shares[core] = partial(lower_pointwise, steps=steps, inputs=inputs, output=tensors[-1].name, runs=runs,
+        shares[core] = partial(lower_pointwise, steps=(steps,), inputs=inputs, output=tensors[-1].name, runs=runs,
                                out_home=target.residents.get(tensors[-1].name), budget=target.budget,
                                step=target.stepper(kernel),
                                dtype=out.dtype, where=(src, kernel.path))

@@ -32,8 +32,10 @@ def segments(operands: list[np.ndarray], out: np.ndarray) -> list[tuple[int, int
     return cuts
 
 
-def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str) -> list[Item]:
-    """``op`` over positions [0, len(out)): operand ``i`` of position ``p`` at ``operands[i][p]``."""
+def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str,
+            out_dtype: str | None = None) -> list[Item]:
+    """``op`` over positions [0, len(out)): operand ``i`` of position ``p`` at ``operands[i][p]``;
+    ``out_dtype`` for a cast, whose output type is not its operands'."""
     items = []
     for s, e in segments(operands, out):
         item: Item = {"op": op}
@@ -44,6 +46,8 @@ def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str) ->
         item |= {"out": int(out[s]), "sticks": e - s}
         if dtype != "fp16":
             item["dtype"] = dtype
+        if out_dtype is not None:
+            item["out_dtype"] = out_dtype
         items.append(item)
     return items
 

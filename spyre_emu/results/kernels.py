@@ -156,7 +156,7 @@ def _work(idx: np.ndarray, log: EventLog, machine: Machine) -> dict[str, Any]:
             pt_cycles += n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16")))
         elif ins.op in SFU_OPS:
             sfu_cycles += int(a["sticks"]) * sfu_stick_cycles(machine, ins.op)
-            elements += int(a["sticks"]) * (STICK_BYTES // DTYPE_BYTES[str(a.get("dtype", "fp16"))])
+            elements += int(a["sticks"]) * (STICK_BYTES // DTYPE_BYTES[str(a.get("out_dtype", a.get("dtype", "fp16")))])
     return {"macs": macs, "pt_cycles": pt_cycles, "sfu_cycles": sfu_cycles, "sfu_elements": elements}
 
 

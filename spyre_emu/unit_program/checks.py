@@ -8,7 +8,7 @@ from typing import Any
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from .model import STEPS, Instruction, matmul_a_sticks, matmul_repeat
-from .opcodes import SFU_OPERANDS, SFU_OPS
+from .opcodes import CAST_SHAPES, SFU_OPERANDS, SFU_OPS
 
 MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
 MAX_MULTICAST_STOPS = 62  # the engine keeps a multicast's destination stops as bits of one int64
@@ -120,10 +120,28 @@ def _check_sfu(ins: Instruction, source: str) -> None:
                                f"{ins.path}.{field}_broadcast")
     if spec.shape != "map" and "fifo" in (a["a"], a["out"]):
         raise ProgramError(f"{ins.op} reads and writes LX, not a FIFO", source, ins.path)
+    _check_cast(ins, source)
     lanes = STICK_BYTES // DTYPE_BYTES[a.get("dtype", "fp16")]
     if spec.shape == "block" and a["sticks"] % lanes:
         raise ProgramError(f"{ins.op} works on blocks of {lanes} sticks of {a.get('dtype', 'fp16')}", source,
                            ins.path + ".sticks")
+
+
+def _check_cast(ins: Instruction, source: str) -> None:
+    """A cast names its output type, of twice (widen) or half (narrow) its operands' element width;
+    any other op writes its operands' type."""
+    a, ratio = ins.args, CAST_SHAPES.get(SFU_OPS[ins.op].shape)
+    if ratio is None:
+        if "out_dtype" in a:
+            raise ProgramError(f"{ins.op} takes no out_dtype (only casts do)", source, ins.path + ".out_dtype")
+        return
+    if "out_dtype" not in a:
+        raise ProgramError(f"{ins.op} needs out_dtype", source, ins.path)
+    dtype = a.get("dtype", "fp16")
+    if DTYPE_BYTES[a["out_dtype"]] != DTYPE_BYTES[dtype] * ratio:
+        width = "twice" if ratio > 1 else "half"
+        raise ProgramError(f"{ins.op} writes {width} the element width of its {dtype} operands, not "
+                           f"{a['out_dtype']}", source, ins.path + ".out_dtype")
 
 
 def _check_lx(where: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:

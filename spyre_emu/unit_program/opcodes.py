@@ -34,7 +34,9 @@ class SfuOp(NamedTuple):
     arity: int        # operands read per output stick
     shape: str        # "map": n sticks -> n; "sticks": n -> 1 (lane-wise across sticks);
                       # "lanes": each stick -> its lane reduction broadcast to all lanes;
-                      # "block": each square block of lanes x lanes elements -> its transpose
+                      # "block": each square block of lanes x lanes elements -> its transpose;
+                      # "widen": each stick's low or high half -> one stick of twice the element width;
+                      # "narrow": two sticks (a's lanes, then b's) -> one stick of half the element width
 
 
 _SFU = [
@@ -51,9 +53,13 @@ _SFU = [
     ("gt", "simple", 2, "map"), ("ge", "simple", 2, "map"), ("lt", "simple", 2, "map"),
     ("le", "simple", 2, "map"), ("eq", "simple", 2, "map"), ("ne", "simple", 2, "map"),
     ("where", "simple", 3, "map"), ("splat", "simple", 1, "map"), ("transpose", "simple", 1, "block"),
+    ("cos", "transcendental", 1, "map"), ("sin", "transcendental", 1, "map"),
+    # casts: read sticks of ``dtype``, write sticks of ``out_dtype``, one simple step per output stick
+    ("widen_lo", "simple", 1, "widen"), ("widen_hi", "simple", 1, "widen"), ("narrow", "simple", 2, "narrow"),
 ]
 SFU_OPS = {name: SfuOp(code, cls, arity, shape) for code, (name, cls, arity, shape) in enumerate(_SFU)}
 SFU_NAMES = tuple(SFU_OPS)
+CAST_SHAPES = {"widen": 2, "narrow": 0.5}  # output element width over the input's
 SFU_OPERANDS = ("a", "b", "c")  # an SFU op of arity n reads the first n of these
 
 # Which unit kind runs which instruction op (by the unit name without its corelet index).

@@ -42,14 +42,18 @@ REFERENCE = {
     "ne": np.not_equal, "where": lambda x, b, c: np.where(x != 0, b, c),
     "splat": lambda x: np.repeat(x[:, :1], 64, 1),
     "transpose": lambda x: x.reshape(-1, 64, 64).transpose(0, 2, 1).reshape(x.shape),
+    "cos": np.cos, "sin": np.sin,
+    "widen_lo": lambda x: x[:, :x.shape[1] // 2], "widen_hi": lambda x: x[:, x.shape[1] // 2:],
+    "narrow": lambda a, b: np.concatenate([a, b], 1),
 }
+CASTS = {op for op, spec in SFU_OPS.items() if spec.shape in ("widen", "narrow")}
 
 
 def test_reference_covers_every_sfu_op():
     assert set(REFERENCE) == set(SFU_OPS)
 
 
-@pytest.mark.parametrize("op", sorted(SFU_OPS))
+@pytest.mark.parametrize("op", sorted(set(SFU_OPS) - CASTS))
 def test_sfu_op_matches_numpy(tmp_path, tiny, op):
     spec = SFU_OPS[op]
     n = 64 if spec.shape == "block" else 5
@@ -75,6 +79,33 @@ def test_sfu_op_matches_numpy(tmp_path, tiny, op):
     operands = [v.astype(np.float32) for v in (x, b, c)[:spec.arity]]
     want = np.asarray(REFERENCE[op](*operands), np.float32).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("narrow_to", ["fp16", "bf16"])
+def test_casts_are_exact_as_numpy_astype(tmp_path, tiny, narrow_to):
+    """fp16 -> fp32 (widen_lo, widen_hi: each input stick's halves) is exact; fp32 -> fp16 or bf16
+    (narrow: two sticks into one) rounds to nearest even, as numpy's astype (and numerics' bf16) do."""
+    n, rng = 3, np.random.default_rng(2)
+    x = (rng.standard_normal((n, 64)) * 100).astype(np.float16)
+    w = (rng.standard_normal((2 * n, 32)) * 100).astype(np.float32)
+    lo = {"op": "widen_lo", "a": 0, "out": 8192, "sticks": n, "out_dtype": "fp32", "wait": ["in"]}
+    hi = {"op": "widen_hi", "a": 0, "out": 8192 + n * STICK, "sticks": n, "out_dtype": "fp32"}
+    pair = {"op": "narrow", "a": 4096, "b": 4096 + n * STICK, "out": 16384, "sticks": n, "dtype": "fp32",
+            "out_dtype": narrow_to, "signal": ["done"]}
+    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": n * STICK},
+             {"op": "load", "dram": "w", "lx": 4096, "bytes": 2 * n * STICK, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 8192, "dram": "y", "bytes": 2 * n * STICK, "wait": ["done"]},
+             {"op": "store", "lx": 16384, "dram": "z", "bytes": n * STICK}]
+    z = np.zeros((n, 64), np.float16 if narrow_to == "fp16" else np.uint16)
+    data = program({0: {"load": loads, "sfu0": [lo, hi, pair], "store": store}},
+                   {"x": _buf(x), "w": _buf(w, "fp32"), "y": _buf(np.zeros((2 * n, 32), np.float32), "fp32", "y.npy"),
+                    "z": _buf(z, narrow_to, "z.npy")})
+    out = _run(tmp_path, tiny, data, {"x": x, "w": w})
+    np.testing.assert_array_equal(out["y"], np.concatenate([x[:, :32], x[:, 32:]]).astype(np.float32))
+    want = np.concatenate([w[:n], w[n:]], 1)
+    np.testing.assert_array_equal(out["z"].reshape(-1).view(np.uint8), from_f32(want.reshape(-1), narrow_to))
+    if narrow_to == "fp16":
+        np.testing.assert_array_equal(out["z"], want.astype(np.float16))
 
 
 def test_broadcast_operand(tmp_path, tiny):

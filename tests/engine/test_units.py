@@ -43,6 +43,22 @@ def test_sfu_op(tiny, run_units, op, cycles):
     assert run_units(tiny, {0: {"sfu0": [ins]}}).total_cycles == cycles
 
 
+@pytest.mark.parametrize(("ins", "cycles"), [
+    ({"op": "add", "b": 8192, "dtype": "fp32"}, 4 + 5 * 1),       # fp32: 32 elements a stick, same stick cost
+    ({"op": "rsqrt", "dtype": "fp32"}, 4 + 5 * 4),
+    ({"op": "cos", "dtype": "fp32"}, 4 + 5 * 4),                  # transcendental
+    ({"op": "widen_lo", "dtype": "fp16", "out_dtype": "fp32"}, 4 + 5 * 1),  # simple, per output stick
+    ({"op": "narrow", "b": 8192, "dtype": "fp32", "out_dtype": "bf16"}, 4 + 5 * 1),
+])
+def test_fp32_and_cast_ops_cost_their_class_per_output_stick(tiny, run_units, ins, cycles):
+    """A cast fp16 -> fp32 of 5 input sticks is widen_lo and widen_hi, 5 output sticks each: 2 x (4 + 5)."""
+    ins = {"a": 0, "out": 16384, "sticks": 5, **ins}
+    assert run_units(tiny, {0: {"sfu0": [ins]}}).total_cycles == cycles
+    hi = {**ins, "op": "widen_hi", "out": 16384 + 5 * 128}
+    if ins["op"] == "widen_lo":
+        assert run_units(tiny, {0: {"sfu0": [ins, hi]}}).total_cycles == 2 * cycles
+
+
 def test_token_orders_units_and_cores(tiny, run_units):
     """A PT pass (80) signals core 1's SFU exp of one stick (4 + 4): 88 in all."""
     cores = {0: {"pt0": [{**_matmul(64), "signal": ["c"]}]},

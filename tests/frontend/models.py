@@ -19,6 +19,16 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+class HFRMSNorm(RMSNorm):
+    """RMS norm written as Hugging Face's Llama writes it: the statistics in float32."""
+
+    def forward(self, x):
+        dtype, x = x.dtype, x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x.to(dtype)
+
+
 class SwiGLU(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()

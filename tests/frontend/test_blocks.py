@@ -33,6 +33,16 @@ def test_rms_norm(check):
     assert [k["op"] for k in last_report().kernels] == ["rmsnorm"]
 
 
+def test_hf_rms_norm_runs_its_fp32_island_on_the_card(check):
+    """The casts to float32 and back, pow, mean, rsqrt and mul are card kernels: no fallback, no
+    round trip, the result within fp16 tolerance of eager float32."""
+    check(_model(models.HFRMSNorm, 128), _x(2, 8, 128))
+    rep = last_report()
+    assert rep.fallbacks == []
+    assert rep.crossings == []
+    assert "to_dtype" in [k["op"] for k in rep.kernels]
+
+
 def test_layer_norm(check):
     check(_model(torch.nn.LayerNorm, 96), _x(2, 8, 96))
     assert [k["op"] for k in last_report().kernels] == ["layernorm"]

@@ -88,9 +88,11 @@ def test_fallback_error_names_the_op_and_line():
             torch.randn(4, 64).half())
 
 
-def test_float32_runs_on_the_cpu_and_says_so(check):
+def test_float32_pointwise_runs_on_the_card_and_an_fp32_matmul_says_why_not(check):
     check(lambda x: x.exp(), torch.randn(4, 64))
-    assert "float32" in last_report().fallbacks[0]["reason"]
+    assert last_report().fallbacks == []
+    check(lambda x, y: x @ y, torch.randn(4, 64), torch.randn(64, 8))
+    assert "PT array multiplies fp16 and bf16" in last_report().fallbacks[0]["reason"]
 
 
 def test_graph_break_and_recompile():

@@ -24,7 +24,7 @@ REFERENCE = {
     "relufwd": lambda x: np.maximum(x, 0), "identity": lambda x: x, "minimum": np.minimum,
     "greater": np.greater, "greaterequal": np.greater_equal, "less": np.less, "lessequal": np.less_equal,
     "equal": np.equal, "notequal": np.not_equal, "where3": lambda c, a, b: np.where(c != 0, a, b),
-    "layernormnorm": lambda x, m, r, w, b: (x - m) * r * w + b,
+    "layernormnorm": lambda x, m, r, w, b: (x - m) * r * w + b, "cos": np.cos, "sin": np.sin,
 }
 POSITIVE = {"log", "sqrt", "rsqrt", "reciprocal", "realdiv"}  # away from poles and NaNs
 COARSE = {"equal", "notequal", "greaterequal", "lessequal", "where3"}  # integers: ties and zeros happen
@@ -45,7 +45,7 @@ def _program(tmp_path, op, shape, slices, dtype="fp16"):
     arrays = {}
     for n in names:
         x = rng.uniform(0.2, 2.0, shape) if op in POSITIVE else rng.standard_normal(shape)
-        arrays[n] = np.round(x).astype(np.float16) if op in COARSE else x.astype(np.float16)
+        arrays[n] = (np.round(x) if op in COARSE else x).astype(np.float32 if dtype == "fp32" else np.float16)
         np.save(tmp_path / f"{n}.npy", arrays[n])
     return path, arrays
 
@@ -62,6 +62,17 @@ def test_values_match_numpy(tmp_path, spyre, op, shape, slices):
     want = REFERENCE[op](*(a.astype(np.float32) for a in arrays.values()))
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float16).astype(np.float32),
                                rtol=3e-3, atol=3e-3)
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "rsqrt", "exp", "cos", "where3", "greater"])
+def test_fp32_values_match_numpy(tmp_path, spyre, op):
+    """fp32 sticks hold 32 elements: 129 columns are 5 sticks (the last 31 lanes padding), 3 slices
+    of them do not divide, so the stick dim splits in 5 and the rows in 3 (15 cores)."""
+    path, arrays = _program(tmp_path, op, (63, 129), (3, 5), "fp32")
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"]
+    want = np.asarray(REFERENCE[op](*arrays.values()), np.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
 def test_chained_kernels_with_different_divisions(tmp_path, spyre):

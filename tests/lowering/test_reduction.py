@@ -12,19 +12,31 @@ from tests.conftest import ROOT, load_script
 REFERENCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
 
 
-def _program(tmp_path, op, shape, slices, dim=-1):
+def _program(tmp_path, op, shape, slices, dim=-1, dtype="fp16"):
     out_shape = [1 if d == dim % len(shape) else n for d, n in enumerate(shape)]
     dims = {f"d{i}": n for i, n in enumerate(shape)}
     data = {"format": "spyre-emu.kernel-program", "version": 1,
-            "tensors": {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
-                        "y": {"shape": out_shape, "dtype": "fp16", "role": "output"}},
+            "tensors": {"x": {"shape": list(shape), "dtype": dtype, "role": "input", "data": "x.npy"},
+                        "y": {"shape": out_shape, "dtype": dtype, "role": "output"}},
             "kernels": [{"name": "r", "op": op, "inputs": ["x"], "outputs": ["y"], "dims": dims,
                          "work_division": dict(zip(dims, slices, strict=True))}]}
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
-    x = np.random.default_rng(9).standard_normal(shape).astype(np.float16)
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32 if dtype == "fp32" else np.float16)
     np.save(tmp_path / "x.npy", x)
     return path, x
+
+
+@pytest.mark.parametrize("op", sorted(REFERENCE))
+@pytest.mark.parametrize(("shape", "slices", "dim"), [((63, 129), (7, 1), -1), ((16, 100), (1, 4), 0),
+                                                      ((64, 256), (2, 4), -1)])
+def test_fp32_values_match_numpy(tmp_path, spyre, op, shape, slices, dim):
+    """fp32 rows of 32-element sticks: a padded last stick (129 = 4 x 32 + 1), a reduction over rows,
+    and the reduced dim split over a group of cores (partials over the ring), within fp32 rounding."""
+    path, x = _program(tmp_path, op, shape, slices, dim, "fp32")
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, REFERENCE[op](x, axis=dim, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("op", sorted(REFERENCE))

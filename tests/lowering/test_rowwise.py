@@ -22,16 +22,16 @@ def _reference(op, x, w, b, eps):
     return (x - x.mean(-1, keepdims=True)) / np.sqrt(var + eps) * w + b
 
 
-def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5):
-    n = shape[-1]
+def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5, dtype="fp16"):
+    n, host = shape[-1], np.float32 if dtype == "fp32" else np.float16
     rng = np.random.default_rng(4)
-    arrays = {"x": rng.standard_normal(shape).astype(np.float16),
-              "w": rng.uniform(0.5, 1.5, n).astype(np.float16), "b": rng.standard_normal(n).astype(np.float16)}
+    arrays = {"x": rng.standard_normal(shape).astype(host),
+              "w": rng.uniform(0.5, 1.5, n).astype(host), "b": rng.standard_normal(n).astype(host)}
     params = {"softmax": [], "layernormscale": [], "rmsnorm": ["w"], "layernorm": ["w", "b"]}[op]
     y_shape = [*shape[:-1], 1] if op == "layernormscale" else list(shape)
-    tensors = {"x": {"shape": list(shape), "dtype": "fp16", "role": "input", "data": "x.npy"},
-               "y": {"shape": y_shape, "dtype": "fp16", "role": "output"}}
-    tensors |= {p: {"shape": [n], "dtype": "fp16", "role": "constant", "data": f"{p}.npy"} for p in params}
+    tensors = {"x": {"shape": list(shape), "dtype": dtype, "role": "input", "data": "x.npy"},
+               "y": {"shape": y_shape, "dtype": dtype, "role": "output"}}
+    tensors |= {p: {"shape": [n], "dtype": dtype, "role": "constant", "data": f"{p}.npy"} for p in params}
     kernels = [{"op": op, "inputs": ["x", *params], "outputs": ["y"], "dims": {f"d{i}": s for i, s in enumerate(shape)},
                 "work_division": {f"d{i}": s for i, s in enumerate(slices)}}]
     if op != "softmax":
@@ -64,6 +64,15 @@ def test_values_match_numpy(tmp_path, spyre, op, shape, slices):
     got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
     want = _reference(op, a["x"], a["w"].astype(np.float32), a["b"].astype(np.float32), 1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_fp32_values_match_numpy(tmp_path, spyre, op):
+    """fp32 rows of 129 (five 32-element sticks, the last padded), within fp32 rounding."""
+    path, a = _program(tmp_path, op, (63, 129), (7, 1), dtype="fp32")
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, _reference(op, a["x"], a["w"], a["b"], 1e-5), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("op", OPS)

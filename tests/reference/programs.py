@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from spyre_emu.config import STICK_BYTES, Machine
-from spyre_emu.unit_program.opcodes import SFU_OPERANDS, SFU_OPS
+from spyre_emu.unit_program.opcodes import CAST_SHAPES, SFU_OPERANDS, SFU_OPS
 
 Step = list[tuple[int, str, dict[str, Any]]]  # (core, unit, instruction); core -1 is the host
 KB = 1024
@@ -118,6 +118,9 @@ def _sfu(data: st.DataObject, ops: list[str], a: int | str, out: int | str) -> d
     spec = SFU_OPS[op]
     sticks = 64 * data.draw(st.integers(1, 2)) if spec.shape == "block" else data.draw(st.integers(1, 40))
     ins: dict[str, Any] = {"op": op, "a": a, "out": out, "sticks": sticks}
+    if spec.shape in CAST_SHAPES:  # a cast between fp16 or bf16 and fp32
+        half, full = data.draw(st.sampled_from(["fp16", "bf16"])), "fp32"
+        ins |= {"dtype": half, "out_dtype": full} if spec.shape == "widen" else {"dtype": full, "out_dtype": half}
     for i, field in enumerate(SFU_OPERANDS[1:spec.arity], start=1):
         ins[field] = i * 128 * KB
     for field in SFU_OPERANDS[:spec.arity]:

@@ -9,20 +9,35 @@ import dataclasses
 import math
 import tomllib
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ..files import read_bytes
 from .machine import Machine
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "spyre.toml"
-INT64_MAX = (1 << 63) - 1  # the engine keeps every value in int64 arrays
+INT64_MAX = (1 << 63) - 1
+T = TypeVar("T")  # the engine keeps every value in int64 arrays
 
 
 def load_machine(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Machine:
     """Load ``path`` (default ``configs/spyre.toml``) with ``KEY=VALUE`` overrides applied."""
-    path = Path(path) if path else DEFAULT_CONFIG
+    machine, blame = load_config(Machine, Path(path) if path else DEFAULT_CONFIG, overrides)
+    # Every core and memory controller needs a ring stop: checked first, as problems() lists them all.
+    for key, count in (("cores.count", machine.cores.count), ("dram.controllers", machine.dram.controllers)):
+        if count > len(machine.ring.stops):
+            raise ConfigError(f"{count} is more than the {len(machine.ring.stops)} ring stops in ring.stops",
+                              blame(key), key)
+    for key, message in machine.problems():
+        raise ConfigError(message, blame(key), key)
+    return machine
+
+
+def load_config(cls: type[T], path: Path, overrides: list[str] | tuple[str, ...]) -> tuple[T, Callable[[str], str]]:
+    """The dataclass ``cls`` built from TOML ``path`` with ``KEY=VALUE`` overrides, and ``blame``: the
+    --set option that last wrote a key (or a table holding it), else the file, for its error messages."""
     try:
         raw = tomllib.loads(read_bytes(path).decode("utf-8"))
     except OSError as exc:
@@ -34,22 +49,13 @@ def load_machine(path: str | Path | None = None, overrides: list[str] | tuple[st
     setters = {_apply_override(raw, item): f"--set {item}" for item in overrides}
 
     def blame(key: str) -> str:
-        """The --set option that last wrote ``key`` (or a table holding it), else the file."""
         hits = [k for k in setters if key == k or key.startswith(k + ".")]
         return setters[max(hits, key=len)] if hits else str(path)
 
     try:
-        machine = _build(Machine, raw, str(path), "")
+        return _build(cls, raw, str(path), ""), blame
     except ConfigError as exc:
         raise ConfigError(exc.message, blame(exc.path or ""), exc.path) from None
-    # Every core and memory controller needs a ring stop: checked first, as problems() lists them all.
-    for key, count in (("cores.count", machine.cores.count), ("dram.controllers", machine.dram.controllers)):
-        if count > len(machine.ring.stops):
-            raise ConfigError(f"{count} is more than the {len(machine.ring.stops)} ring stops in ring.stops",
-                              blame(key), key)
-    for key, message in machine.problems():
-        raise ConfigError(message, blame(key), key)
-    return machine
 
 
 def _apply_override(raw: dict[str, Any], item: str) -> str:

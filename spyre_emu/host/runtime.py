@@ -1,0 +1,210 @@
+"""The host runtime in simpy: one host thread issues launches, copies, events and collectives, in order.
+
+What it models (docs/host.md):
+- **The host thread** runs the program's calls one after another. A launch first builds its graph:
+  with graphs built on the launch path, every launch deserializes and prepares its program; with
+  graphs cached, only a program's first launch does, the others patch addresses. A copy builds its
+  transfer first unless transfers are cached. Then the work is queued and the host goes on.
+- **The card** runs one kernel at a time from a compute queue of ``compute_queue_entries``; a host
+  that finds it full waits for a place. A kernel takes the firmware's dispatch, its simulated time
+  on the card (from the numba engine, given), then the completion notice. Copies to and from the
+  card have queues of their own (DMA in, DMA out) and share the drawer's PCIe uplink, one transfer
+  per direction at a time.
+- **Streams** keep their own work in order: an op starts only after the stream's previous op is done.
+- **Events**: ``Record`` marks the end of a stream's work so far. The card has no device-side event
+  across streams, so ``Wait`` holds the host thread until the event's work is done.
+- **Collectives** are synchronous (spyreccl): the host waits for every member card's stream, then
+  the collective moves its data through host memory (collectives.py) on the uplink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from ..config import Machine
+from ..errors import ConfigError
+from .collectives import collective_us
+from .config import Host
+
+
+@dataclass(frozen=True)
+class Launch:
+    program: str
+    card_us: float        # the kernel program's time on the card (the engine's report)
+    stream: int = 0
+    card: int = 0
+
+
+@dataclass(frozen=True)
+class Copy:
+    direction: str        # "h2d" or "d2h"
+    nbytes: int
+    stream: int = 0
+    card: int = 0
+
+
+@dataclass(frozen=True)
+class Record:
+    event: str
+    stream: int = 0
+    card: int = 0
+
+
+@dataclass(frozen=True)
+class Wait:
+    event: str
+
+
+@dataclass(frozen=True)
+class Collective:
+    kind: str             # all_reduce, all_gather, reduce_scatter, broadcast, send_recv
+    nbytes: int           # per card
+    cards: tuple[int, ...]
+    stream: int = 0
+
+
+Op = Launch | Copy | Record | Wait | Collective
+
+
+@dataclass(frozen=True)
+class Span:
+    """One op's time on its resource: what ran, where, when (µs)."""
+
+    index: int
+    what: str
+    where: str            # "host", "card0.compute", "card0.dma_in", "drawer"
+    start: float
+    end: float
+
+
+@dataclass
+class Timeline:
+    spans: list[Span] = field(default_factory=list)
+    end_us: float = 0.0
+
+    def busy_us(self, where: str) -> float:
+        return sum(s.end - s.start for s in self.spans if s.where == where)
+
+
+def simulate_host(ops: list[Op], host: Host, machine: Machine, cards: int = 1, cached_launches: bool = True,
+                  cached_copies: bool = True) -> Timeline:
+    """Run ``ops`` as the host issues them on ``cards`` cards; the timeline of every span. With
+    ``cached_launches`` off, every launch builds its graph on the compute path; with ``cached_copies``
+    off, every copy builds its transfer on the data path (IBM's "before")."""
+    if not 1 <= cards <= host.drawer.max_cards:
+        raise ConfigError(f"a drawer holds 1 to {host.drawer.max_cards} cards, got {cards}", None, "--cards")
+    env = simpy.Environment()
+    model = _Model(env, host, machine, cards, cached_launches, cached_copies)
+    env.process(model.host_thread(ops))
+    env.run()
+    model.timeline.end_us = env.now
+    return model.timeline
+
+
+class _Model:
+    def __init__(self, env: simpy.Environment, host: Host, machine: Machine, cards: int, cached_launches: bool,
+                 cached_copies: bool):
+        self.env, self.host, self.machine, self.cards = env, host, machine, cards
+        self.cached_launches, self.cached_copies = cached_launches, cached_copies
+        rt = host.runtime
+        self.queue = [simpy.Resource(env, rt.compute_queue_entries) for _ in range(cards)]
+        self.compute = [simpy.Resource(env, 1) for _ in range(cards)]
+        self.dma = {(c, d): simpy.Resource(env, 1) for c in range(cards) for d in ("h2d", "d2h")}
+        self.uplink = {d: simpy.Resource(env, 1) for d in ("h2d", "d2h")}
+        self.tail: dict[tuple[int, int], simpy.Event] = {}  # (card, stream) -> its last op's end on the card
+        self.seen: dict[tuple[int, int], simpy.Event] = {}  # (card, stream) -> when the host learns of that end
+        self.events: dict[str, simpy.Event] = {}
+        self.built: set[str] = set()
+        self.timeline = Timeline()
+
+    def host_thread(self, ops: list[Op]):
+        for i, op in enumerate(ops):
+            self._check(op, i)
+            if isinstance(op, Record):
+                self.events[op.event] = self.seen.get((op.card, op.stream)) or self.env.timeout(0)
+            elif isinstance(op, Wait):
+                if op.event not in self.events:
+                    raise ConfigError(f"waits for event {op.event!r}, never recorded before", None, f"ops[{i}]")
+                yield self.events[op.event]
+            elif isinstance(op, Collective):
+                yield simpy.AllOf(self.env, [self.seen.get((c, op.stream)) or self.env.timeout(0) for c in op.cards])
+                yield from self._collective(op, i)
+            else:
+                yield from self._build(op, i)
+                if isinstance(op, Launch):
+                    place = self.queue[op.card].request()
+                    yield place  # a full compute queue holds the host
+                    self._then(op.card, op.stream, self._kernel(op, i, place))
+                else:
+                    self._then(op.card, op.stream, self._copy(op, i))
+
+    def _check(self, op: Op, i: int) -> None:
+        for card in getattr(op, "cards", None) or [getattr(op, "card", 0)]:
+            if not 0 <= card < self.cards:
+                raise ConfigError(f"card {card} is not in this drawer of {self.cards}", None, f"ops[{i}]")
+        if isinstance(op, Copy) and op.direction not in ("h2d", "d2h"):
+            raise ConfigError(f"direction must be h2d or d2h, got {op.direction!r}", None, f"ops[{i}]")
+
+    def _tail(self, card: int, stream: int) -> simpy.Event:
+        return self.tail.get((card, stream)) or self.env.timeout(0)
+
+    def _then(self, card: int, stream: int, work) -> None:
+        """Start ``work`` (a generator of the op's time on the card) after the stream's previous op ends
+        on the card; the host learns of its end ``completion_us`` later."""
+        before, done = self._tail(card, stream), self.env.event()
+
+        def ordered():
+            yield before
+            yield from work
+            done.succeed()
+            yield self.env.timeout(self.host.runtime.completion_us)
+        self.tail[(card, stream)] = done
+        self.seen[(card, stream)] = self.env.process(ordered())
+
+    def _build(self, op: Launch | Copy, i: int):
+        rt = self.host.runtime
+        if isinstance(op, Launch):
+            first = op.program not in self.built
+            self.built.add(op.program)
+            cost = rt.deserialize_us + rt.prepare_us if first or not self.cached_launches else rt.patch_us
+        else:
+            cost = 0.0 if self.cached_copies else rt.copy_prepare_us
+        if cost:
+            yield from self._span(i, f"build {_name(op)}", "host", cost)
+
+    def _kernel(self, op: Launch, i: int, place):
+        with self.compute[op.card].request() as engine:
+            yield engine
+            yield from self._span(i, op.program, f"card{op.card}.compute", self.host.runtime.dispatch_us + op.card_us)
+        self.queue[op.card].release(place)
+
+    def _copy(self, op: Copy, i: int):
+        with self.dma[(op.card, op.direction)].request() as unit, self.uplink[op.direction].request() as link:
+            yield unit
+            yield link
+            yield from self._span(i, _name(op), f"card{op.card}.dma_{op.direction}", self.pcie_us(op.nbytes))
+
+    def _collective(self, op: Collective, i: int):
+        with self.uplink["h2d"].request() as up, self.uplink["d2h"].request() as down:
+            yield up
+            yield down
+            us = collective_us(op.kind, op.nbytes, len(op.cards), self.host.drawer, self.pcie_us)
+            yield from self._span(i, f"{op.kind} {op.nbytes} B x{len(op.cards)}", "drawer", us)
+
+    def _span(self, i: int, what: str, where: str, us: float):
+        start = self.env.now
+        yield self.env.timeout(us)
+        self.timeline.spans.append(Span(i, what, where, start, self.env.now))
+
+    def pcie_us(self, nbytes: int) -> float:
+        """One transfer over a card's PCIe link, as the engine times its PCIe unit: the latency, then
+        the bytes with TLP overhead at the link's rate."""
+        p, ghz = self.machine.pcie, self.machine.clock.ghz
+        wire = nbytes * (p.max_payload_bytes + p.tlp_overhead_bytes) / p.max_payload_bytes
+        return p.latency_cycles / ghz / 1000 + wire / (p.gbytes_per_s * 1000)
+
+
+def _name(op: Launch | Copy) -> str:
+    return op.program if isinstance(op, Launch) else f"{op.direction} {op.nbytes} B"

@@ -1,0 +1,117 @@
+"""The host runtime: launch phases, graph caching, the compute queue, streams, events, collectives.
+Every expected time is derived by hand from configs/host.toml and the card's PCIe figures."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from spyre_emu.config import load_machine
+from spyre_emu.errors import ConfigError
+from spyre_emu.host import Collective, Copy, Launch, Record, Wait, collective_us, load_host, plan, simulate_host
+
+MACHINE = load_machine()
+HOST = load_host()
+RT, DRAWER = HOST.runtime, HOST.drawer
+BUILD = RT.deserialize_us + RT.prepare_us          # 4,956.5 µs
+KERNEL = RT.dispatch_us                            # 12.5 µs before a kernel's own time
+
+
+def pcie_us(nbytes: int) -> float:
+    """1,100 cycles at 1.1 GHz = 1 µs, then the bytes with 24 B of TLP per 512 B at 63 GB/s."""
+    return 1.0 + nbytes * 536 / 512 / 63_000
+
+
+def test_one_launch_is_build_dispatch_compute_completion():
+    t = simulate_host([Launch("k", 100.0)], HOST, MACHINE)
+    assert t.end_us == pytest.approx(BUILD + KERNEL + 100.0 + RT.completion_us)
+    assert t.busy_us("host") == pytest.approx(BUILD)
+    assert t.busy_us("card0.compute") == pytest.approx(KERNEL + 100.0)
+
+
+def test_a_cached_graph_is_built_once_and_its_next_launch_only_patched():
+    ops = [Launch("k", 1000.0), Launch("k", 1000.0)]
+    cached = simulate_host(ops, HOST, MACHINE, cached_launches=True)
+    # the second build (patch, 20 µs) overlaps the first kernel; the second kernel follows the first on
+    # the card at once (the completion notice is the host's, not the card's)
+    assert cached.end_us == pytest.approx(BUILD + 2 * (KERNEL + 1000.0) + RT.completion_us)
+    rebuilt = simulate_host(ops, HOST, MACHINE, cached_launches=False)
+    # each launch builds afresh: the second kernel waits for its own build, longer than the first kernel
+    assert rebuilt.end_us == pytest.approx(2 * BUILD + KERNEL + 1000.0 + RT.completion_us)
+
+
+def test_a_full_compute_queue_holds_the_host():
+    """Six kernels of 1 ms, graphs cached: the host queues four, builds the fifth, then waits for the
+    first to leave the card's queue (dispatch, 1 ms) to queue it, and only then builds the sixth."""
+    ops = [Launch("k", 1000.0) for _ in range(6)]
+    t = simulate_host(ops, HOST, MACHINE)
+    builds = [s for s in t.spans if s.where == "host"]
+    assert builds[4].start == pytest.approx(BUILD + 3 * RT.patch_us)
+    assert builds[5].start == pytest.approx(BUILD + KERNEL + 1000.0)
+
+
+def test_an_uncached_copy_builds_its_transfer_first():
+    t = simulate_host([Copy("d2h", 4096)], HOST, MACHINE, cached_copies=False)
+    assert t.end_us == pytest.approx(RT.copy_prepare_us + pcie_us(4096) + RT.completion_us)
+
+
+def test_two_streams_and_an_event():
+    """Stream 1's copy is issued after a Wait on stream 0's kernel: the host holds until the kernel is
+    done, then builds nothing (cached) and the copy runs; without the event the copy runs at once."""
+    ops = [Launch("k", 500.0, stream=0), Record("done", stream=0), Wait("done"), Copy("h2d", 1 << 20, stream=1)]
+    t = simulate_host(ops, HOST, MACHINE)
+    kernel_end = BUILD + KERNEL + 500.0
+    copy = next(s for s in t.spans if s.where == "card0.dma_h2d")
+    assert copy.start == pytest.approx(kernel_end + RT.completion_us)
+    assert copy.end - copy.start == pytest.approx(pcie_us(1 << 20))
+    free = simulate_host([ops[0], ops[3]], HOST, MACHINE)
+    assert next(s for s in free.spans if s.where == "card0.dma_h2d").start == pytest.approx(BUILD)
+
+
+def test_a_stream_never_reorders_its_work():
+    rng = random.Random(3)
+    ops = [Launch(f"p{rng.randrange(4)}", rng.uniform(1, 300), stream=rng.randrange(3)) if rng.random() < 0.6 else
+           Copy(rng.choice(["h2d", "d2h"]), rng.randrange(1, 1 << 22), stream=rng.randrange(3)) for _ in range(60)]
+    t = simulate_host(ops, HOST, MACHINE, cached_launches=bool(rng.randrange(2)), cached_copies=bool(rng.randrange(2)))
+    device = sorted((s for s in t.spans if s.where != "host"), key=lambda s: s.start)
+    for stream in range(3):
+        mine = [s for s in device if ops[s.index].stream == stream]
+        assert [s.index for s in mine] == sorted(s.index for s in mine)
+        assert all(a.end <= b.start for a, b in zip(mine, mine[1:], strict=False))
+
+
+def test_an_all_reduce_on_two_and_eight_cards():
+    """S = 8 MiB. Two cards: 2 steps of 4 MiB pieces; eight: 14 steps of 1 MiB pieces. A step is the
+    10 µs signal round, then the pieces out and in, each leg the slower of one card's link and the
+    uplink carrying every member's piece (63 GB/s)."""
+    s = 8 << 20
+    for cards, piece, steps in ((2, 4 << 20, 2), (8, 1 << 20, 14)):
+        leg = max(pcie_us(piece), cards * piece / 63_000)
+        want = DRAWER.collective_fixed_us + steps * (DRAWER.step_latency_us + 2 * leg)
+        assert collective_us("all_reduce", s, cards, DRAWER, pcie_us) == pytest.approx(want)
+        t = simulate_host([Collective("all_reduce", s, tuple(range(cards)))], HOST, MACHINE, cards=cards)
+        assert t.end_us == pytest.approx(want)
+
+
+@pytest.mark.parametrize("kind", ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"])
+def test_more_cards_are_never_faster_than_the_uplink_allows(kind):
+    """Whatever the card count, every byte a collective must move crosses the uplink out and in."""
+    s = 16 << 20
+    for cards in range(2, 9):
+        p = plan(kind, cards, s)
+        moved = p.steps * (p.senders * p.out_bytes + p.receivers * p.in_bytes)
+        assert collective_us(kind, s, cards, DRAWER, pcie_us) >= moved / 63_000
+
+
+def test_bad_host_input_is_one_line():
+    with pytest.raises(ConfigError, match="--cards: a drawer holds 1 to 8 cards, got 9"):
+        simulate_host([], HOST, MACHINE, cards=9)
+    with pytest.raises(ConfigError, match=r"ops\[0\]: card 1 is not in this drawer of 1"):
+        simulate_host([Launch("k", 1.0, card=1)], HOST, MACHINE)
+    with pytest.raises(ConfigError, match=r"ops\[0\]: waits for event 'e', never recorded before"):
+        simulate_host([Wait("e")], HOST, MACHINE)
+    with pytest.raises(ConfigError, match="runtime.compute_queue_entries: must be positive, got 0"):
+        load_host(None, ["runtime.compute_queue_entries=0"])
+    with pytest.raises(ConfigError, match="--set runtime.patch_us=-1: runtime.patch_us: must be at least 0"):
+        load_host(None, ["runtime.patch_us=-1"])

@@ -11,7 +11,6 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -90,8 +89,3 @@ def table_of(points: list[dict[str, Any]], figures: list[dict[str, Any]]) -> Tab
     columns = tuple(dict.fromkeys(k for p in points for k in p)) + tuple(figures[0]) if figures else ()
     return Table(columns, tuple(tuple({**p, **f}.get(c) for c in columns) for p, f in zip(points, figures,
                                                                                          strict=True)))
-
-
-def write(table: Table, path: Path) -> None:
-    from ..files import write_all  # noqa: PLC0415
-    write_all([(path, table.encode(path.suffix))])

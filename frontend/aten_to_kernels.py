@@ -259,16 +259,26 @@ ORDER_KEEPING = (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, ate
 
 
 def _cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
-    """A cat of (negated) slices of one value's last dim, as rotate_half in RoPE: the value times a
-    constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data movement."""
-    slices = [_signed_slice(fx) for fx in b.fx.args[0]]
+    """A cat with one non-empty part (a DynamicCache's first step: an empty cache and the first keys)
+    is that part. Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast
+    (an identity kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
+    the value times a constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data
+    movement."""
+    kept = [(p, fx) for p, fx in zip(parts, b.fx.args[0], strict=True) if math.prod(p.shape)]
+    if len(kept) == 1:
+        return _view_of(b, kept[0][0], _out_shape(b))
+    parts = [p for p, _ in kept]
+    slices = [_signed_slice(fx) for _, fx in kept]
     rank = len(parts[0].shape)
     if dim % rank != rank - 1 or None in slices or len({s[0] for s in slices}) != 1:
         raise UnsupportedError("a cat other than of slices of one value's last dim")
     x = b.env[slices[0][0]]
     _device(x)
-    _pt(x)
     n, m = x.shape[-1], sum(end - start for _, start, end, _ in slices)
+    if all((start, end, sign) == (0, n, 1.0) for _, start, end, sign in slices):  # copies: a broadcast, any dtype
+        once = _view_of(b, x, (*x.shape[:-1], 1, n))
+        return _view_of(b, b.kernel("identity", [once], (*x.shape[:-1], len(slices), n)), _out_shape(b))
+    _pt(x)
     matrix, at = torch.zeros(n, m, dtype=x.dtype), 0
     for _, start, end, sign in slices:
         matrix[torch.arange(start, end), torch.arange(at, at + end - start)] = sign
@@ -279,12 +289,13 @@ def _cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
 
 
 def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | None:
-    """(source, start, end, sign) of ``x[..., start:end]`` or its negation along the last dim."""
+    """(source, start, end, sign) of ``x[..., start:end]``, ``x`` itself, or their negation, along
+    the last dim."""
     sign = 1.0
     if fx.target is aten.neg.default:
         sign, fx = -1.0, fx.args[0]
     if fx.target is not aten.slice.Tensor:
-        return None
+        return fx, 0, fx.meta["val"].shape[-1], sign
     src, dim, start, end, step = (*fx.args, *[None] * (5 - len(fx.args)))
     size = src.meta["val"].shape
     if (dim or 0) % len(size) != len(size) - 1 or step not in (None, 1):

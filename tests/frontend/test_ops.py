@@ -103,6 +103,16 @@ def test_rotate_half_is_a_matmul_on_the_card(check):
     assert (rep.crossings, rep.host_steps) == ([], [])
 
 
+def test_a_value_concatenated_with_itself_stays_on_the_card(check):
+    """RoPE's cat((freqs, freqs), -1) in fp32 is a broadcast; a copy beside a negated slice a matmul."""
+    check(lambda x: torch.cat([x, x], -1).cos(), torch.randn(1, 16, 16))
+    assert "identity" in _ops()
+    assert last_report().crossings == []
+    check(lambda x: torch.cat([x, -x[..., :8]], -1).exp(), _x(4, 16))
+    assert "batchmatmul" in _ops()
+    assert last_report().crossings == []
+
+
 def test_expand_of_a_computed_value_is_an_identity_kernel(check):
     check(lambda x: x.exp().unsqueeze(1).expand(4, 3, 64).reshape(12, 64).tanh(), _x(4, 64))
     rep = last_report()

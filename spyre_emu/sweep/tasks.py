@@ -3,8 +3,8 @@
 A point's keys are either machine config keys (``section.key``, anything ``--set`` takes) or the
 task's own parameters. ``MatmulTask`` builds the calibration sweep's matmul (shapes and a work
 division); ``ProgramTask`` takes a kernel program file and overrides its kernels' work divisions
-(``division.<kernel>.<dim>``). A point the card cannot run (a division over more cores than it has)
-is a row with its error, not the end of the sweep.
+(``division.<kernel>.<dim>``) and its tensors' layouts (``layout.<tensor>``). A point the card
+cannot run (a division over more cores than it has) is a row with its error, not the end of the sweep.
 """
 
 from __future__ import annotations
@@ -141,7 +141,8 @@ class MatmulTask(KernelTask):
 
 @dataclass(frozen=True)
 class ProgramTask(KernelTask):
-    """A kernel program file; ``division.<kernel>.<dim>`` sets that kernel's work division along ``dim``."""
+    """A kernel program file; ``division.<kernel>.<dim>`` sets that kernel's work division along ``dim``,
+    ``layout.<tensor>`` the tensor's device layout as a ``dim_order`` (its last entry is the stick dim)."""
 
     program: str
     config: str | None = None
@@ -154,10 +155,14 @@ class ProgramTask(KernelTask):
         return super().fingerprint() + hashlib.sha256(read_bytes(Path(self.program))).digest()
 
     def check_key(self, key: str, value: Any) -> str | None:
-        head, kernel, dim = (key.split(".") + ["", ""])[:3]
-        kernels = {k.get("name"): k for k in self._data().get("kernels", []) if isinstance(k, dict)}
-        if head != "division" or not kernel or not dim or key.count(".") != 2:
-            return "unknown parameter; expected a machine key or division.<kernel>.<dim>"
+        head, _, rest = key.partition(".")
+        data = self._data()
+        if head == "layout" and rest:
+            return self._check_layout(data, rest, value)
+        kernel, _, dim = rest.partition(".")
+        kernels = {k.get("name"): k for k in data["kernels"] if isinstance(k, dict)}
+        if head != "division" or not kernel or not dim or "." in dim:
+            return "unknown parameter; expected a machine key, division.<kernel>.<dim> or layout.<tensor>"
         if kernel not in kernels:
             return f"no kernel {kernel!r} in {self.program}; it has {', '.join(map(str, kernels))}"
         if dim not in kernels[kernel].get("dims", {}):
@@ -166,12 +171,25 @@ class ProgramTask(KernelTask):
             return f"expected a positive integer, got {value!r}"
         return None
 
+    def _check_layout(self, data: dict[str, Any], tensor: str, value: Any) -> str | None:
+        tensors = data.get("tensors", {})
+        if tensor not in tensors:
+            return f"no tensor {tensor!r} in {self.program}; it has {', '.join(tensors)}"
+        rank = len(tensors[tensor].get("shape", []))
+        if not isinstance(value, list) or sorted(value) != list(range(rank)):
+            return f"expected a dim_order, a permutation of 0..{rank - 1}, got {value!r}"
+        return None
+
     def kernel_program(self, params: dict[str, Any]) -> dict[str, Any]:
         data = copy.deepcopy(self._data())
         kernels = {k["name"]: k for k in data["kernels"]}
         for key, value in params.items():
-            _, kernel, dim = key.split(".")
-            kernels[kernel].setdefault("work_division", {})[dim] = value
+            head, _, rest = key.partition(".")
+            if head == "layout":
+                data["tensors"][rest]["layout"] = {"dim_order": value}
+            else:
+                kernel, _, dim = rest.partition(".")
+                kernels[kernel].setdefault("work_division", {})[dim] = value
         return data
 
     def _data(self) -> dict[str, Any]:

@@ -134,6 +134,25 @@ def test_bad_spaces_are_one_line_errors(space, fixed, message):
     assert "\n" not in str(err.value)
 
 
+def test_a_program_task_sets_a_tensors_layout():
+    """A restickify from x (default layout) to y (stick dim 0): with x already in y's layout
+    (dim_order [1, 0]) it copies whole runs, in other instructions; the default order is the file's
+    program; a layout the lowering refuses is a row with its error."""
+    task = ProgramTask(str(ROOT / "examples" / "programs" / "restickify_kernels.json"))
+    default, same = sweep({"layout.x": grid_search([[0, 1], [1, 0]])}, task, workers=1, cache=False).table.records()
+    machine = load_machine()
+    plain = run(parse(task.kernel_program({}), machine, "x"), machine, cache=False).report.data
+    assert default["cycles"] == plain["total_cycles"]
+    assert same["error"] == ""
+    assert same["instructions"] != default["instructions"]
+    refused = sweep({"layout.w": grid_search([[1, 0]])}, ProgramTask(MLP), workers=1, cache=False).table.records()
+    assert refused[0]["error"].startswith("matmul lowers 2-D or batched 3-D fp16/bf16 operands in the default layout")
+    with pytest.raises(ConfigError, match=r"space.layout.w: expected a dim_order, a permutation of 0..1, got \[0, 0\]"):
+        sweep({"layout.w": grid_search([[0, 0]])}, ProgramTask(MLP), workers=1, cache=False)
+    with pytest.raises(ConfigError, match="space.layout.q: no tensor 'q'"):
+        sweep({"layout.q": grid_search([[0, 1]])}, ProgramTask(MLP), workers=1, cache=False)
+
+
 def test_program_task_keys_name_its_kernels_and_dims():
     with pytest.raises(ConfigError, match=r"space.division.matmull.mb: no kernel 'matmull' in .*mlp_gelu"):
         sweep({"division.matmull.mb": grid_search([1])}, ProgramTask(MLP), workers=1, cache=False)

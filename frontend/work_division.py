@@ -153,13 +153,15 @@ def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int],
     one core's own loads (a stick per cycle) and one core's PT time. The lowering multicasts a shared
     operand to cohorts of up to ``dma.multicast_max_cores``: A crosses DRAM once per cohort of the
     column slices that share its rows, B once per cohort of the row slices that share its columns and
-    per row block (a core computes at most ``pt.max_tile_rows`` rows at once)."""
+    per row block (a core computes at most ``pt.max_tile_rows`` rows at once); a batched core reads its A
+    once per output stick it owns (its tile is one output stick of a batch block)."""
     x, r, c = split
     k_pad, n_pad = -(-k // STICK) * STICK, -(-n // STICK) * STICK
     cohort = machine.dma.multicast_max_cores
     rows_per_core = -(-m // r)
     blocks = -(-rows_per_core // machine.pt.max_tile_rows)
-    elems = batch * (-(-c // cohort) * m * k_pad + blocks * -(-r // cohort) * k_pad * n_pad + m * n_pad)
+    a_reads = -(-(n_pad // STICK) // c) if batch > 1 else 1
+    elems = batch * (a_reads * -(-c // cohort) * m * k_pad + blocks * -(-r // cohort) * k_pad * n_pad + m * n_pad)
     dram_cycles = 2 * elems / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle())
     core_cycles = 2 * elems / (x * r * c) / STICK_BYTES
     rows = -(-(m // r) // PT_ROWS) * PT_ROWS

@@ -14,7 +14,10 @@ lays out LX alike, so one address serves the whole cohort. Chunks are numbered a
 tiles and double buffered: chunk n + 2 is loaded once every member's passes of chunk n are done.
 With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
 and each stores its piece; otherwise a core stores its tile once its last chunk is done.
-Padding sticks are zero in A and B, so K is processed in whole sticks.
+Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
+output stick of a block of batches, the block as large as LX allows for that one stick: the block's
+A is read again for each output stick, but its runs (a row's sticks for the block's batches) are
+long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md).
 """
 
 from __future__ import annotations
@@ -317,12 +320,13 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
     most["mb"] = min(most["mb"], machine.pt.max_tile_rows)  # the rows of C a core computes at once
-    block = column_block(most["in"], most["mb"], most["out"], lx_sticks, split)
+    groups = 1 if batched else most["out"]  # batched: one output stick per tile, batch blocks sized for it
+    block = column_block(most["in"], most["mb"], groups, lx_sticks, split)
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
-    whole = block == most["out"]  # batches are blocked only when a core's columns fit at once
-    batches = batch_block(most["in"], most["mb"], most["out"], most["x"], lx_sticks, split) if whole else 1
+    whole = block == groups  # batches are blocked only when the tile's columns fit at once
+    batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
     chunk = target.stepper(kernel)(most["in"], tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches))
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None)
     if split > 1:

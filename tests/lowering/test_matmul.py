@@ -152,3 +152,27 @@ def test_rows_beyond_max_tile_rows_stream_b_again(tmp_path, tile_rows, b_reads):
     a_bytes, b_bytes = 256 * 128 * 2, 128 * 64 * 2
     assert result.report.data["dram"]["read_bytes"] == a_bytes + b_reads * b_bytes
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+@pytest.mark.parametrize(("n", "a_reads"), [(64, 1), (128, 2)])
+def test_batched_cores_read_a_once_per_output_stick(tmp_path, n, a_reads):
+    """One core, 4 batches of (32 x 128) @ (128 x n): a batch block is sized for one output stick, so with
+    two sticks (n = 128) the core reads the block's A (32 KB) again for the second; B and C once."""
+    x, m, k = 4, 32, 128
+    machine = load_machine()
+    tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
+               "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
+               "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
+    kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
+              "dims": {"x": x, "mb": m, "out": n, "in": k}, "work_division": {"x": 1, "mb": 1}}
+    path = tmp_path / "bmm.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": [kernel]}))
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((x, m, k)).astype(np.float16), rng.standard_normal((x, k, n)).astype(np.float16)
+    np.save(tmp_path / "A.npy", a)
+    np.save(tmp_path / "B.npy", b)
+    result = run(load(path, machine), machine, functional=True)
+    assert result.report.data["dram"]["read_bytes"] == a_reads * a.nbytes + b.nbytes
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
+                               rtol=1e-2, atol=5e-2)

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import pool
 from .calibration import DEFAULT_DATA, load_cases
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
@@ -223,8 +224,11 @@ def _sweep(args: argparse.Namespace) -> None:
     if output and output.suffix not in FORMATS:
         raise SpyreEmuError(f"unknown output type {output.suffix!r}; expected one of {', '.join(FORMATS)}", None,
                             "--output")
-    result = run_spec(args.spec, executor=args.executor, workers=args.workers, address=args.address,
-                      cache=not args.no_cache)
+    try:
+        result = run_spec(args.spec, executor=args.executor, workers=args.workers, address=args.address,
+                          cache=not args.no_cache)
+    finally:
+        pool.shutdown()  # the worker processes end with the command
     if output:
         write_all([(output, result.table.encode(output.suffix))])
     if not args.quiet:

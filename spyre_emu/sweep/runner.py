@@ -1,10 +1,10 @@
 """``sweep``: expand a space, skip the points already done, run the rest in batches, gather one table.
 
 Points are checked before anything runs (an unknown key or a value the machine or the task refuses
-is a one-line error), then grouped into batches, about four per worker, so per-task overhead is paid
-per batch and the workers stay busy to the end. Each point's figures are kept in the result cache
-(memo.py) under a hash of the task, the files it reads, the point and the simulator's code: a sweep
-run again, or grown, simulates only the new points.
+is a one-line error), then grouped into batches, about sixteen per worker: per-task overhead is paid
+per batch, and the last batches are short enough that no worker idles long at the end. Each point's
+figures are kept in the result cache (memo.py) under a hash of the task, the files it reads, the
+point and the simulator's code: a sweep run again, or grown, simulates only the new points.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .space import expand
 from .table import Table, table_of
 from .tasks import Task, is_machine_key
 
-BATCHES_PER_WORKER = 4
+BATCHES_PER_WORKER = 16
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +63,8 @@ def sweep(space: dict[str, Any], task: Task, *, fixed: dict[str, Any] | None = N
         for value in {repr(p[key]): p[key] for p in points if key in p}.values():
             task.check_keys({key: value}, "fixed" if key in fixed else "space")
     task.require({k: v for k, v in points[0].items() if not is_machine_key(k)})
-    keys = [memo.key(b"sweep", task.fingerprint(), repr(sorted(p.items())).encode()) for p in points]
+    fingerprint = task.fingerprint()
+    keys = [memo.key(b"sweep", fingerprint, repr(sorted(p.items())).encode()) for p in points]
     figures: list[dict[str, Any] | None] = [memo.lookup(k) if cache else None for k in keys]
     todo = [i for i, f in enumerate(figures) if f is None]
     count = workers or pool.workers()
@@ -75,7 +77,8 @@ def sweep(space: dict[str, Any], task: Task, *, fixed: dict[str, Any] | None = N
             figures[i] = row
             if cache:
                 memo.store(keys[i], row)
-        _account(batch, warm)
+        if batch.warm_s:
+            warm[batch.pid] = batch.warm_s
         run_s += batch.run_s
     stats = Stats(len(points), len(points) - len(todo), time.perf_counter() - start, warm, run_s)
     return Sweep(table_of(points, figures), stats)
@@ -88,12 +91,7 @@ def _batches(todo: list[int], workers: int) -> list[list[int]]:
     return [todo[i:i + size] for i in range(0, len(todo), size)]
 
 
-def _account(batch: Batch, warm: dict[int, float]) -> None:
-    if batch.warm_s:
-        warm[batch.pid] = batch.warm_s
-
-
-def _progress(items, total: int, show: bool):
+def _progress(items: Iterator[tuple[int, Batch]], total: int, show: bool) -> Iterator[tuple[int, Batch]]:
     """Batches as they finish, with a bar on a terminal (tqdm draws nothing when stderr is not one)."""
     from tqdm import tqdm  # noqa: PLC0415
     with tqdm(items, total=total, unit="batch", disable=None if show else True, file=sys.stderr,

@@ -91,24 +91,30 @@ def test_shared_operands_cross_dram_once(tmp_path, spyre):
     assert report["dram"]["read_bytes"] == 2 * (m * k + k * n)
 
 
-@pytest.mark.parametrize(("x", "sx", "sm"), [(8, 8, 1), (4, 2, 2), (3, 1, 1)])
-def test_batched_values_match_numpy(tmp_path, spyre, x, sx, sm):
-    m, k, n = 32, 96, 128
+def _batched(tmp_path, machine, shape: tuple[int, int, int, int], division: dict[str, int], seed: int):
+    """Run C = A @ B for ``shape`` = (x, m, k, n), random fp16 data, with ``division``: (result, a, b)."""
+    x, m, k, n = shape
     tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
                "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
                "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
     kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-              "dims": {"x": x, "mb": m, "out": n, "in": k}, "work_division": {"x": sx, "mb": sm}}
+              "dims": {"x": x, "mb": m, "out": n, "in": k}, "work_division": division}
     path = tmp_path / "bmm.json"
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                                 "kernels": [kernel]}))
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((x, m, k)).astype(np.float16), rng.standard_normal((x, k, n)).astype(np.float16)
     np.save(tmp_path / "A.npy", a)
     np.save(tmp_path / "B.npy", b)
-    got = run(load(path, spyre), spyre, functional=True).outputs["C"]
-    np.testing.assert_allclose(got.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
+    result = run(load(path, machine), machine, functional=True)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
                                rtol=1e-2, atol=5e-2)
+    return result, a, b
+
+
+@pytest.mark.parametrize(("x", "sx", "sm"), [(8, 8, 1), (4, 2, 2), (3, 1, 1)])
+def test_batched_values_match_numpy(tmp_path, spyre, x, sx, sm):
+    _batched(tmp_path, spyre, (x, 32, 96, 128), {"x": sx, "mb": sm}, 11)
 
 
 def _without_counts(report):
@@ -158,21 +164,5 @@ def test_rows_beyond_max_tile_rows_stream_b_again(tmp_path, tile_rows, b_reads):
 def test_batched_cores_read_a_once_per_output_stick(tmp_path, n, a_reads):
     """One core, 4 batches of (32 x 128) @ (128 x n): a batch block is sized for one output stick, so with
     two sticks (n = 128) the core reads the block's A (32 KB) again for the second; B and C once."""
-    x, m, k = 4, 32, 128
-    machine = load_machine()
-    tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
-               "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
-               "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
-    kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-              "dims": {"x": x, "mb": m, "out": n, "in": k}, "work_division": {"x": 1, "mb": 1}}
-    path = tmp_path / "bmm.json"
-    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
-                                "kernels": [kernel]}))
-    rng = np.random.default_rng(5)
-    a, b = rng.standard_normal((x, m, k)).astype(np.float16), rng.standard_normal((x, k, n)).astype(np.float16)
-    np.save(tmp_path / "A.npy", a)
-    np.save(tmp_path / "B.npy", b)
-    result = run(load(path, machine), machine, functional=True)
+    result, a, b = _batched(tmp_path, load_machine(), (4, 32, 128, n), {"x": 1, "mb": 1}, 5)
     assert result.report.data["dram"]["read_bytes"] == a_reads * a.nbytes + b.nbytes
-    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
-                               rtol=1e-2, atol=5e-2)

@@ -23,7 +23,7 @@ from spyre_emu.sweep.tasks import Task
 from .options import parse_options
 from .report import last_report
 
-TIMING_ONLY = {"functional"}  # options a sweep sets itself
+SET_BY_SWEEP = {"functional", "set", "machine"}  # timing only; machine keys and the task's config
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class ModelTask(Task):
             return None
         if head != "options" or not name:
             return "unknown parameter; expected a machine key, model.<argument> or options.<backend option>"
-        if name in TIMING_ONLY or name == "set" or name == "machine":
+        if name in SET_BY_SWEEP:
             return f"a sweep sets options.{name} itself (timing only; machine keys and [task] config)"
         try:
             parse_options({name: value})

@@ -45,12 +45,11 @@ def load_host(path: str | Path | None = None, overrides: list[str] | tuple[str, 
     """``configs/host.toml`` (or ``path``) with ``KEY=VALUE`` overrides; every value must be positive
     (costs may be 0)."""
     host, blame = load_config(Host, Path(path) if path else DEFAULT_HOST, overrides)
-    for section in (host.runtime, host.drawer):
-        name = "runtime" if section is host.runtime else "drawer"
+    for part in fields(host):
+        section = getattr(host, part.name)
         for f in fields(section):
-            value = getattr(section, f.name)
+            value, key = getattr(section, f.name), f"{part.name}.{f.name}"
             counts = f.name in ("compute_queue_entries", "max_cards") or f.name.endswith("gbytes_per_s")
             if value < 0 or (counts and value <= 0):
-                key = f"{name}.{f.name}"
                 raise ConfigError(f"must be {'positive' if counts else 'at least 0'}, got {value}", blame(key), key)
     return host

@@ -123,13 +123,13 @@ class _Model:
         for i, op in enumerate(ops):
             self._check(op, i)
             if isinstance(op, Record):
-                self.events[op.event] = self.seen.get((op.card, op.stream)) or self.env.timeout(0)
+                self.events[op.event] = self._seen(op.card, op.stream)
             elif isinstance(op, Wait):
                 if op.event not in self.events:
                     raise ConfigError(f"waits for event {op.event!r}, never recorded before", None, f"ops[{i}]")
                 yield self.events[op.event]
             elif isinstance(op, Collective):
-                yield simpy.AllOf(self.env, [self.seen.get((c, op.stream)) or self.env.timeout(0) for c in op.cards])
+                yield simpy.AllOf(self.env, [self._seen(c, op.stream) for c in op.cards])
                 yield from self._collective(op, i)
             else:
                 yield from self._build(op, i)
@@ -148,7 +148,12 @@ class _Model:
             raise ConfigError(f"direction must be h2d or d2h, got {op.direction!r}", None, f"ops[{i}]")
 
     def _tail(self, card: int, stream: int) -> simpy.Event:
+        """When the stream's work so far ends on the card (now, if it has none)."""
         return self.tail.get((card, stream)) or self.env.timeout(0)
+
+    def _seen(self, card: int, stream: int) -> simpy.Event:
+        """When the host learns that the stream's work so far has ended."""
+        return self.seen.get((card, stream)) or self.env.timeout(0)
 
     def _then(self, card: int, stream: int, work) -> None:
         """Start ``work`` (a generator of the op's time on the card) after the stream's previous op ends

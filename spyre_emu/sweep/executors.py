@@ -9,6 +9,7 @@ Ray and Dask are optional extras, imported only when asked for.
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -120,7 +121,6 @@ def _ray(jobs: Sequence[tuple], workers: int, address: str | None) -> Iterator[t
 
 
 def _optional(module: str, extra: str) -> Any:
-    import importlib  # noqa: PLC0415
     try:
         return importlib.import_module(module)
     except ImportError:

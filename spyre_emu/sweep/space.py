@@ -44,29 +44,29 @@ class Domain:
 
 
 def grid_search(values: list) -> Domain:
-    return _domain("grid_search", values, "")
+    return _domain("grid_search", values, None)
 
 
 def choice(values: list) -> Domain:
-    return _domain("choice", values, "")
+    return _domain("choice", values, None)
 
 
 def uniform(low: float, high: float) -> Domain:
-    return _domain("uniform", [low, high], "")
+    return _domain("uniform", [low, high], None)
 
 
 def loguniform(low: float, high: float) -> Domain:
-    return _domain("loguniform", [low, high], "")
+    return _domain("loguniform", [low, high], None)
 
 
 def randint(low: int, high: int) -> Domain:
-    return _domain("randint", [low, high], "")
+    return _domain("randint", [low, high], None)
 
 
 KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
 
 
-def domain_of(spec: Any, where: str) -> Value | Domain:
+def domain_of(spec: Any, where: str | None) -> Value | Domain:
     """A spec's value for one parameter: a one-key table naming a sampler is a domain, anything else is
     a fixed value (TOML gives ``{grid_search = [1, 2]}`` as a dict)."""
     if isinstance(spec, Domain):
@@ -80,21 +80,21 @@ def domain_of(spec: Any, where: str) -> Value | Domain:
     return spec
 
 
-def _domain(kind: str, args: Any, where: str) -> Domain:
+def _domain(kind: str, args: Any, where: str | None) -> Domain:
     if not isinstance(args, list | tuple):
-        raise ConfigError(f"{kind} takes a list, got {type(args).__name__}", None, where or None)
+        raise ConfigError(f"{kind} takes a list, got {type(args).__name__}", None, where)
     if kind in ("grid_search", "choice"):
         if not args:
-            raise ConfigError(f"{kind} has no values", None, where or None)
+            raise ConfigError(f"{kind} has no values", None, where)
         return Domain(kind, tuple(args))
     if len(args) != 2 or not all(isinstance(a, int | float) and not isinstance(a, bool) for a in args):
-        raise ConfigError(f"{kind} takes [low, high], two numbers", None, where or None)
+        raise ConfigError(f"{kind} takes [low, high], two numbers", None, where)
     low, high = args
     if kind == "randint" and not all(isinstance(a, int) for a in args):
-        raise ConfigError("randint takes [low, high], two integers", None, where or None)
+        raise ConfigError("randint takes [low, high], two integers", None, where)
     if not low < high or (kind == "loguniform" and low <= 0):
         raise ConfigError(f"{kind} needs {'0 < ' if kind == 'loguniform' else ''}low < high, got [{low}, {high}]",
-                          None, where or None)
+                          None, where)
     return Domain(kind, (low, high))
 
 

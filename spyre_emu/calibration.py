@@ -111,13 +111,14 @@ def _single_case(name: str, case: dict[str, Any]) -> Case | None:
 
 
 def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> dict[str, Any]:
-    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given."""
+    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given;
+    dims in SuperDSC's order ([x,] mb, out, in, the first varying fastest over the cores)."""
     lead = [b] if b > 1 else []
 
     def tensor(shape: list[int], role: str) -> dict[str, Any]:
         return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}
-    dims = {"mb": m, "in": k, "out": n, **({"x": b} if b > 1 else {})}
-    division = {"mb": split[1], "out": split[2], "in": split[3], **({"x": split[0]} if b > 1 else {})}
+    dims = {**({"x": b} if b > 1 else {}), "mb": m, "out": n, "in": k}
+    division = {**({"x": split[0]} if b > 1 else {}), "mb": split[1], "out": split[2], "in": split[3]}
     return {"format": KERNEL_FORMAT, "version": 1,
             "tensors": {"A": tensor([m, k], "input"), "B": tensor([k, n], "input"), "C": tensor([m, n], "output")},
             "kernels": [{"name": "matmul", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],

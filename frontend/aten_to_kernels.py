@@ -20,6 +20,7 @@ import torch
 
 from spyre_emu.errors import SpyreEmuError
 
+from .collectives import KINDS as COLLECTIVES
 from .graph import DEVICE_DTYPES, MATMUL_DTYPES, Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
 
@@ -385,6 +386,10 @@ def _live(nodes: list[Node], outputs: list[Any]) -> list[Node]:
 
 
 def _call(b: Builder, fx: torch.fx.Node) -> Any:
+    if fx.target in COLLECTIVES:  # between the cards of a tensor-parallel graph (tensor_parallel.py)
+        out = _host(b, "collective", "through host memory (spyreccl)")
+        b.nodes[-1].op = COLLECTIVES[fx.target]
+        return out
     packet = getattr(fx.target, "overloadpacket", None)
     handler = HANDLERS.get(packet)
     if handler is None:

@@ -15,7 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
+import matplotlib
 import torch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,9 +38,6 @@ def measure(phase: str, layers: int, cards: int) -> dict:
 
 
 def plot(rows: dict[str, list[tuple[int, dict]]], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6), squeeze=False)
     for ax, (phase, figs) in zip(axes[0], rows.items(), strict=True):
         cards = [str(n) for n, _ in figs]
@@ -67,7 +68,8 @@ def main() -> None:
             f = measure(phase, args.layers, cards)
             base = base or f["step_us"]
             rows.setdefault(phase, []).append((cards, f))
-            print(f"{phase} x{args.layers} layers, TP {cards}: {f['step_us']:12,.1f} µs a step (x{base / f['step_us']:.2f}); "
+            print(f"{phase} x{args.layers} layers, TP {cards}: {f['step_us']:12,.1f} µs a step "
+                  f"(x{base / f['step_us']:.2f}); "
                   f"one card's kernels {f['card_us']:12,.1f} µs in {f['launches']} launches; {f['collectives']} "
                   f"all-reduces {f['collective_us']:10,.1f} µs ({f['collective_us'] / f['step_us']:.1%}); host busy "
                   f"{f['host_busy_us'][0]:,.1f} µs a rank", flush=True)

@@ -63,6 +63,22 @@ def test_what_does_not_split_is_gathered_and_still_right(check, cards):
     assert "all_gather" in _collectives()
 
 
+class NormedMLP(torch.nn.Module):
+    """A norm over the hidden dim between the two linears: the hidden values cannot stay split."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.norm, self.down = torch.nn.Linear(64, 256), torch.nn.LayerNorm(256), torch.nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.norm(self.up(x))))
+
+
+def test_a_norm_over_split_columns_gathers_them_first(check):
+    check(_model(NormedMLP), _x(1, 16, 64), options={"cards": 2})
+    assert _collectives() == ["all_gather"]
+
+
 def test_one_card_is_the_graph_itself(check):
     check(_model(models.SwiGLU, 64, 256), _x(1, 16, 64), options={"cards": 1})
     assert _collectives() == []

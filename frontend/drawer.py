@@ -49,7 +49,7 @@ def rank_ops(compiled: Compiled, runs: list[tuple[Segment, RunResult]], card: in
 def figures(compiled: Compiled, runs: list[tuple[Segment, RunResult]], cards: int, machine: Machine,
             options: Options) -> dict[str, Any]:
     """The drawer's step (µs): its end, one card's kernel time, per card its busy time and its host
-    process's launch work, and the collectives' time on the switch."""
+    process's launch work, the collectives' time on the switch, and the host model's ``timeline``."""
     host = load_host(options.host)
     ranks = [rank_ops(compiled, runs, r, cards) for r in range(cards)]
     t = simulate_ranks(ranks, host, machine, warm=True)

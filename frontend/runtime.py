@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from spyre_emu.config import Machine
+from spyre_emu.host.drawer import trace_json
 from spyre_emu.pipeline import RunResult, timings, with_outputs
 from spyre_emu.results import chrome_trace
 
@@ -57,6 +58,10 @@ class CompiledGraph:
                            self.compiled.crossings, self.machine, self._inputs, self._host_us)
         if self.options.cards is not None:
             rep.drawer = drawer.figures(self.compiled, results, self.plan.cards, self.machine, self.options)
+            if self.options.trace:  # the host model's processes, beside the kernel programs' traces
+                path = Path(self.options.trace)
+                path.with_suffix(f".drawer{path.suffix}").write_text(trace_json(rep.drawer["timeline"],
+                                                                              self.plan.cards))
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())

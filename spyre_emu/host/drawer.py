@@ -9,6 +9,7 @@ builds its launch (deserialize and prepare, configs/host.toml).
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -81,6 +82,11 @@ def trace_events(t: Timeline, cards: int) -> list[dict[str, Any]]:
                 flows += 1
                 events += _flow(flows, "collective", tracks[f"card{card}.compute"], k.end, (pid, tid), s.start)
     return events
+
+
+def trace_json(t: Timeline, cards: int) -> str:
+    """The host model's timeline alone, as a Chrome trace (the front end's ``<trace>.drawer.json``)."""
+    return json.dumps({"traceEvents": trace_events(t, cards), "displayTimeUnit": "ns"}) + "\n"
 
 
 def _us(x: float) -> float:

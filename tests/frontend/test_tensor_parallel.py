@@ -3,6 +3,8 @@ results combined by collectives, against eager float32; the drawer's step throug
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -11,6 +13,7 @@ from spyre_emu.frontend import capture, last_report, step_us  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.host import collective_us, load_host  # noqa: E402
+from spyre_emu.host.drawer import DRAWER_PID  # noqa: E402
 from tests.frontend import models  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -30,15 +33,18 @@ def _collectives() -> list[str]:
     return [s["op"] for s in last_report().host_steps if s["kind"] == "collective"]
 
 
-def test_a_llama_layer_on_two_cards_all_reduces_twice(check):
+def test_a_llama_layer_on_two_cards_all_reduces_twice(check, tmp_path):
     """Q, K, V, gate and up column-parallel, O and down row-parallel: two all-reduces, no gather; the
-    KV heads split over the cards."""
+    KV heads split over the cards. The trace option adds the host model's timeline."""
     layer = _model(models.LlamaLayer, 128, 4, 2, 256)
     cos, sin = models.rope(16, 32)
-    check(layer, _x(1, 16, 128), cos, sin, options={"cards": 2})
+    check(layer, _x(1, 16, 128), cos, sin, options={"cards": 2, "trace": str(tmp_path / "t.json")})
     assert _collectives() == ["all_reduce", "all_reduce"]
     drawer = last_report().drawer
     assert (drawer["cards"], drawer["collectives"]) == (2, 2)
+    events = json.loads((tmp_path / "t.drawer.json").read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" and e["pid"] == DRAWER_PID for e in events) == 2
+    assert sum(e["ph"] == "s" and e["cat"] == "launch" for e in events) == 2 * drawer["launches"]
 
 
 def test_decode_with_a_kv_cache_shards_the_cache_by_heads(check):

@@ -13,7 +13,8 @@ import pytest
 
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
-from spyre_emu.host import collective_us, load_host
+from spyre_emu.host import Collective, Launch, collective_us, load_host, simulate_ranks
+from spyre_emu.host.drawer import trace_json
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "examples" / "programs" / "mlp_gelu_kernels.json"
@@ -66,3 +67,17 @@ def test_too_many_cards_is_one_line(tmp_path, capsys):
     assert main(["run", str(PROGRAM), "--cards", "9", "--json", str(tmp_path / "r.json")]) == 2
     assert capsys.readouterr().err.strip() == "spyre-emu: error: --cards: a drawer holds 1 to 8 cards, got 9"
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_host_model_alone_is_a_trace_acelyzer_verifies(tmp_path):
+    """The front end's <trace>.drawer.json: two ranks, a launch each and an all-reduce."""
+    ranks = [[Launch("k", 100.0, card=r), Collective("all_reduce", 1 << 20, (0, 1))] for r in range(2)]
+    path = tmp_path / "t.drawer.json"
+    path.write_text(trace_json(simulate_ranks(ranks, load_host(), load_machine()), 2))
+    if ACELYZER is None:
+        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
+    out = tmp_path / "verify.json"
+    done = subprocess.run([ACELYZER, "-V", "-i", str(path), "-o", str(out)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(out.read_text())["result"] == "PASS"

@@ -4,7 +4,7 @@ Run: ``python benchmarks/tensor_parallel.py [--layers 40] [--phase decode prefil
 [--plot docs/host-tp.png]``. A script, not a test: it prints figures (docs/host.md records them).
 
 The model is benchmarks/model_speed.py's Granite stack, timing-only on meta tensors (decode: one
-token, a KV cache of 2048; prefill: 512 tokens), priced by ``spyre_emu.frontend.step_us``: one card's
+token, a KV cache of 2048; prefill: 512 tokens), priced by ``spyre_emu.frontend.drawer_step``: one card's
 kernel programs simulated once, the launches and all-reduces of one rank per card through the host
 model (spyre_emu.host, configs/host.toml), every program built by an earlier step.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from model_speed import GRANITE, PHASES, granite, model_inputs  # noqa: E402
-from spyre_emu.frontend import step_us  # noqa: E402
+from spyre_emu.frontend import drawer_step  # noqa: E402
 
 
 def measure(phase: str, layers: int, cards: int) -> dict:
@@ -34,7 +34,7 @@ def measure(phase: str, layers: int, cards: int) -> dict:
     with torch.device("meta"):
         model = granite(layers, GRANITE).half().eval()
     torch._dynamo.reset()  # a fresh compile per card count
-    return step_us(model, model_inputs(layers, GRANITE, tokens, cache, "meta"), cards)
+    return drawer_step(model, model_inputs(layers, GRANITE, tokens, cache, "meta"), cards)
 
 
 def plot(rows: dict[str, list[tuple[int, dict]]], path: Path) -> None:

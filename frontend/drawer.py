@@ -6,8 +6,8 @@ programs in order and meets the others at each collective; PCIe round trips of h
 the rank's launches. The step is a warm one: every program was built by an earlier step, so each
 launch only patches its addresses (configs/host.toml), as in a serving loop.
 
-``step_us`` is the function to price a model's step on N cards: timing-only, it compiles and runs
-the model once and returns the drawer's figures (``figures``).
+``step_us`` prices a model's step on N cards (µs); ``drawer_step`` gives all the figures: timing-only,
+each compiles and runs the model once.
 """
 
 from __future__ import annotations
@@ -64,11 +64,16 @@ def figures(compiled: Compiled, runs: list[tuple[Segment, RunResult]], cards: in
             "collective_us": round(t.busy_us("drawer"), 3), "timeline": t}
 
 
-def step_us(model: torch.nn.Module, inputs: tuple[Any, ...], cards: int, **options: Any) -> dict[str, Any]:
-    """Simulated µs of one call of ``model`` on ``cards`` cards (tensor parallel), timing-only: the
-    drawer's figures (``figures``); ``step_us`` is its end. ``inputs`` may be meta tensors."""
+def drawer_step(model: torch.nn.Module, inputs: tuple[Any, ...], cards: int, **options: Any) -> dict[str, Any]:
+    """One call of ``model`` on ``cards`` cards (tensor parallel), timing-only: the drawer's figures
+    (``figures``). ``inputs`` may be meta tensors; ``options`` are the backend's."""
     compiled = torch.compile(model, backend="spyre_emu", dynamic=False,
                              options={**options, "cards": cards, "functional": False})
     with torch.no_grad(), capture() as reports:
         compiled(*inputs)
     return reports[-1].drawer
+
+
+def step_us(model: torch.nn.Module, inputs: tuple[Any, ...], cards: int, **options: Any) -> float:
+    """Simulated µs of one step of ``model`` on ``cards`` cards: ``drawer_step(...)["step_us"]``."""
+    return drawer_step(model, inputs, cards, **options)["step_us"]

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import capture, last_report, step_us  # noqa: E402
+from spyre_emu.frontend import capture, drawer_step, last_report, step_us  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.host import collective_us, load_host  # noqa: E402
@@ -98,7 +98,7 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     of the (1, 16, 64) fp16 result (2,048 B) follows."""
     mlp = _model(models.SwiGLU, 64, 256)
     with capture() as reports:
-        got = step_us(mlp, (_x(1, 16, 64),), cards=2)
+        got = drawer_step(mlp, (_x(1, 16, 64),), cards=2)
     programs = [p["latency_us"] for p in reports[-1].programs]
     host, machine = load_host(), load_machine()
     rt = host.runtime
@@ -112,6 +112,7 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     assert got["step_us"] == pytest.approx(want, abs=1e-3)
     assert got["collective_us"] == pytest.approx(reduce, abs=1e-3)
     assert got["card_busy_us"] == [pytest.approx(sum(rt.dispatch_us + us for us in programs), abs=1e-3)] * 2
+    assert step_us(mlp, (_x(1, 16, 64),), cards=2) == got["step_us"]
 
 
 def test_a_bad_card_count_is_one_line():

@@ -6,7 +6,8 @@ them and returns their results; ``last_report()`` and ``capture()`` give what ea
 """
 
 from .backend import spyre_emu_backend
+from .drawer import drawer_step, step_us
 from .export import export_program
 from .report import FrontendReport, capture, last_report
 
-__all__ = ["FrontendReport", "capture", "export_program", "last_report", "spyre_emu_backend"]
+__all__ = ["FrontendReport", "drawer_step", "capture", "export_program", "last_report", "spyre_emu_backend", "step_us"]

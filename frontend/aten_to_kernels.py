@@ -20,6 +20,7 @@ import torch
 
 from spyre_emu.errors import SpyreEmuError
 
+from .collectives import KINDS as COLLECTIVES
 from .graph import DEVICE_DTYPES, MATMUL_DTYPES, Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
 
@@ -346,7 +347,8 @@ def _host(b: Builder, kind: str, reason: str, **attrs: Any) -> Any:
     many = isinstance(val, (tuple, list))
     outs = [b.value(t.shape, t.dtype) for t in (val if many else [val])]
     args, kwargs = b.arg(fx.args), b.arg(fx.kwargs)
-    b.nodes.append(Node(str(fx.target), _values((args, kwargs)), outs, fx, host=kind, reason=reason,
+    op = COLLECTIVES.get(fx.target, str(fx.target))
+    b.nodes.append(Node(op, _values((args, kwargs)), outs, fx, host=kind, reason=reason,
                         attrs={"args": args, "kwargs": kwargs, **attrs}))
     return tuple(outs) if many else outs[0]
 
@@ -385,6 +387,8 @@ def _live(nodes: list[Node], outputs: list[Any]) -> list[Node]:
 
 
 def _call(b: Builder, fx: torch.fx.Node) -> Any:
+    if fx.target in COLLECTIVES:  # between the cards of a tensor-parallel graph (tensor_parallel.py)
+        return _host(b, "collective", "through host memory (spyreccl)")
     packet = getattr(fx.target, "overloadpacket", None)
     handler = HANDLERS.get(packet)
     if handler is None:

@@ -21,6 +21,7 @@ from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
 from .options import parse_options
 from .runtime import CompiledGraph
+from .tensor_parallel import shard
 
 DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dynamic=False)"
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
@@ -42,8 +43,9 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     def forward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> CompiledGraph:
         if any(isinstance(a, torch.SymInt) for a in aten_inputs):
             raise SpyreEmuError(DYNAMIC)
+        plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, opts)
+            return CompiledGraph(aten_gm, compile_graph(plan.gm, opts, machine), machine, opts, plan)
 
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)

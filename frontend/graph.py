@@ -65,7 +65,7 @@ class Node:
     outputs: list[Value]
     fx: torch.fx.Node | None
     attrs: dict[str, Any] = field(default_factory=dict)
-    host: str | None = None        # None: a kernel; "view", "fallback" or "constant"
+    host: str | None = None        # None: a kernel; "view", "fallback", "constant" or "collective"
     reason: str = ""               # why a host step is not a kernel
     dims: dict[str, int] = field(default_factory=dict)
     slices: dict[str, int] = field(default_factory=dict)

@@ -40,7 +40,8 @@ def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
             _kernel(graph, node, kept, host_views)
         elif not (node.host == "view" and _view(node)):
             for out in node.outputs:  # a fallback's results cross to the card like computed values: priced
-                out.from_device = node.host == "fallback" or any(v.root.from_device for v in node.inputs)
+                out.from_device = node.host == "fallback" or (node.host != "collective" and any(
+                    v.root.from_device for v in node.inputs))  # a collective's copies are the host model's
             kept.append(node)
     graph.nodes = kept
 
@@ -196,7 +197,7 @@ def crossings(graph: Graph) -> list[tuple[str, str, int]]:
             down.add(r)
             out.append(("d2h", r.name, math.prod(r.dshape) * 2))  # fp16 and bf16
     for node in graph.nodes:
-        if not node.is_kernel:
+        if not node.is_kernel and node.host != "collective":
             for v in node.inputs:
                 download(v)
     for t in graph.tensors.values():

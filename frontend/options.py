@@ -17,7 +17,10 @@ class Options:
     simulator computes the results (else torch does, and only timing is simulated); ``trace``: a
     Chrome trace file per kernel program; ``fallback``: "cpu" runs unsupported ops on the host,
     "error" refuses them; ``print_report``: print the report after every call; ``cache``: reuse the
-    results of kernel programs simulated before (spyre_emu.memo), off: simulate every one."""
+    results of kernel programs simulated before (spyre_emu.memo), off: simulate every one; ``cards``:
+    tensor parallel over this many cards of a drawer (tensor_parallel.py), the report's ``drawer``
+    timed by the host model (with ``trace``, its timeline in ``<trace>.drawer.json``); ``host``: the
+    host model's TOML (default configs/host.toml)."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()
@@ -27,6 +30,8 @@ class Options:
     fallback: str = "cpu"
     print_report: bool = False
     cache: bool = True
+    cards: int | None = None
+    host: str | None = None
 
 
 def parse_options(raw: dict[str, Any] | None) -> Options:
@@ -45,7 +50,10 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     cores = raw.get("cores")
     _check(raw, "cores", isinstance(cores, int) and not isinstance(cores, bool) and cores > 0,
            "must be a positive number of cores")
-    for key in ("machine", "trace"):
+    cards = raw.get("cards")
+    _check(raw, "cards", isinstance(cards, int) and not isinstance(cards, bool) and 1 <= cards <= 8,
+           "must be a number of cards from 1 to 8 (a drawer)")
+    for key in ("machine", "trace", "host"):
         _check(raw, key, isinstance(raw.get(key), str), "must be a file path")
     _check(raw, "set", all(isinstance(s, str) and "=" in s for s in raw.get("set", ())),
            "must be KEY=VALUE strings")

@@ -44,6 +44,7 @@ class FrontendReport:
     programs: list[dict[str, Any]] = field(default_factory=list)   # each kernel program's own report
     kernel_programs: list[dict[str, Any]] = field(default_factory=list)  # what ran: the kernel programs
     program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
+    drawer: dict[str, Any] | None = None   # with options["cards"]: the step on the drawer (drawer.py)
 
     @property
     def fallback_count(self) -> int:
@@ -62,6 +63,11 @@ class FrontendReport:
             lines.append(f"fallback {f['op']} ({f['reason']}; {f['flops']} FLOPs, {took}) at {f['source']}")
         for c in self.crossings:
             lines.append(f"round trip {c['direction']} {c['tensor']}: {c['bytes']} B, {c['cycles']} cycles")
+        if self.drawer:
+            d = self.drawer
+            lines.append(f"drawer: {d['cards']} cards, {d['step_us']:.1f} us a step (host model, programs built "
+                         f"before); per card {d['card_us']:.1f} us of kernels, {d['launches']} launches; "
+                         f"{d['collectives']} collectives {d['collective_us']:.1f} us")
         return "\n".join(lines) + "\n"
 
 

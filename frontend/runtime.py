@@ -5,6 +5,9 @@ Timing does not depend on the data, so each kernel program is simulated once per
 Functional calls then replay the timed instructions on real data: every host value is a torch
 tensor, a segment's inputs go in as arrays in their device shape, and its outputs come back as
 torch tensors. Timing-only calls (``functional=False``, or meta tensors) compute the results with torch.
+Over several cards (tensor_parallel.py) every card runs the same kernel programs, so the timing is
+one card's; a functional call runs each card on its own slices, step by step, and a collective
+combines the cards' values (collectives.py).
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ import numpy as np
 import torch
 
 from spyre_emu.config import Machine
+from spyre_emu.host.drawer import trace_json
 from spyre_emu.pipeline import RunResult, timings, with_outputs
 from spyre_emu.results import chrome_trace
 
-from . import report
+from . import drawer, report
+from .collectives import combine
 from .compile import Compiled
 from .graph import DeviceTensor, Node, Value, failure
 from .kernel_ops import run_reference
 from .options import Options
 from .program import Segment
+from .tensor_parallel import ShardPlan
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
@@ -35,8 +41,10 @@ SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op r
 class CompiledGraph:
     """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
 
-    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, options: Options):
-        self.gm, self.compiled, self.machine, self.options = gm, compiled, machine, options
+    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, options: Options,
+                 plan: ShardPlan):
+        """``gm``: the whole graph (timing-only calls run it); ``compiled``: one card's, after ``plan``."""
+        self.gm, self.compiled, self.machine, self.options, self.plan = gm, compiled, machine, options, plan
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -48,6 +56,12 @@ class CompiledGraph:
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
                            self.compiled.crossings, self.machine, self._inputs, self._host_us)
+        if self.options.cards is not None:
+            rep.drawer = drawer.figures(self.compiled, results, self.plan.cards, self.machine, self.options)
+            if self.options.trace:  # the host model's processes, beside the kernel programs' traces
+                path = Path(self.options.trace)
+                path.with_suffix(f".drawer{path.suffix}").write_text(trace_json(rep.drawer["timeline"],
+                                                                              self.plan.cards))
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())
@@ -73,27 +87,45 @@ class CompiledGraph:
         return result
 
     def _functional(self, args: tuple[Any, ...]) -> list[Any]:
+        """Every card on its own slices of the inputs, step by step; the report shows card 0's runs."""
         graph = self.compiled.graph
-        env: dict[Value, torch.Tensor] = {v: a for v, a in zip(graph.inputs, args, strict=True) if isinstance(v, Value)}
+        envs: list[dict[Value, torch.Tensor]] = [
+            {v: a for v, a in zip(graph.inputs, card_args, strict=True) if isinstance(v, Value)}
+            for card_args in (self.plan.card_inputs(args, r) for r in range(self.plan.cards))]
         self._functional_runs: list[tuple[Segment, RunResult]] = []
         self._timing_runs()  # every segment's timing first, once per compiled graph: it does not depend on the data
         for i, step in enumerate(self.compiled.steps):
             if isinstance(step, Segment):
-                inputs = {step.names[name]: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
-                self._inputs.append(inputs)
-                result = with_outputs(self.compiled.programs[i], self.machine, self._timing[i], inputs)
-                self._functional_runs.append((step, result))
-                for name in step.outputs:
-                    t = graph.tensors[name]
-                    env[t.value] = _from_array(result.outputs[step.names[name]], t).reshape(t.value.shape)
+                for card, env in enumerate(envs):
+                    self._segment(i, step, env, card == 0)
+            elif step.host == "collective":
+                parts = [value_of(env, step.inputs[0]) for env in envs]
+                dim = step.attrs["args"][1] if step.op == "all_gather" else 0
+                for env, out in zip(envs, combine(step.op, parts, dim), strict=True):
+                    env[step.outputs[0]] = out
             else:
-                start = time.perf_counter()
-                try:
-                    _run_host(step, env)
-                except Exception as exc:  # the op itself failed on the host: name it and its source
-                    raise failure(step.fx, [list(v.shape) for v in step.inputs], exc) from exc
-                self._host_us[id(step)] = (time.perf_counter() - start) * 1e6
-        return [None if v is None else value_of(env, v) for v in graph.outputs]
+                for env in envs:
+                    self._host_step(step, env)
+        return self.plan.assemble([[None if v is None else value_of(env, v) for v in graph.outputs] for env in envs])
+
+    def _segment(self, i: int, step: Segment, env: dict[Value, torch.Tensor], reported: bool) -> None:
+        graph = self.compiled.graph
+        inputs = {step.names[name]: _to_array(_host(env, graph.tensors[name])) for name in step.inputs}
+        result = with_outputs(self.compiled.programs[i], self.machine, self._timing[i], inputs)
+        if reported:
+            self._inputs.append(inputs)
+            self._functional_runs.append((step, result))
+        for name in step.outputs:
+            t = graph.tensors[name]
+            env[t.value] = _from_array(result.outputs[step.names[name]], t).reshape(t.value.shape)
+
+    def _host_step(self, step: Node, env: dict[Value, torch.Tensor]) -> None:
+        start = time.perf_counter()
+        try:
+            _run_host(step, env)
+        except Exception as exc:  # the op itself failed on the host: name it and its source
+            raise failure(step.fx, [list(v.shape) for v in step.inputs], exc) from exc
+        self._host_us[id(step)] = (time.perf_counter() - start) * 1e6
 
 
 def value_of(env: dict[Value, torch.Tensor], v: Value) -> torch.Tensor:

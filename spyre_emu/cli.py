@@ -17,9 +17,12 @@ from . import pool
 from .calibration import DEFAULT_DATA, load_cases
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
-from .errors import SpyreEmuError
+from .errors import ConfigError, SpyreEmuError
 from .files import replace_tree, write_all
 from .gemm import run_gemm
+from .host import load_host
+from .host.drawer import run_on_cards, trace_events
+from .host.drawer import text as drawer_text
 from .kernel_program import import_sdsc
 from .pipeline import load, run
 from .results import chrome_trace, ideal_cycles_files
@@ -57,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                          "and the folder OUT_ideal_cycles/ that acelyzer -c reads")
     run_cmd.add_argument("--max-cycles", type=int, metavar="N", help="stop with an error after N cycles")
     run_cmd.add_argument("--quiet", action="store_true", help="do not print the report")
+    run_cmd.add_argument("--cards", type=int, metavar="N", help="run the program on N cards of a drawer, one host "
+                         "process each, all-reducing a kernel program's outputs (docs/host.md)")
     _gemm_parser(sub)
     _validate_parser(sub)
     _sweep_parser(sub)
@@ -144,6 +149,9 @@ def _ideal_cycles_dir(trace: Path) -> Path:
 def _run(args: argparse.Namespace) -> None:
     kwargs = _max_cycles(args.max_cycles)
     machine = load_machine(args.config, args.set)
+    host = load_host() if args.cards is not None else None
+    if host and not 1 <= args.cards <= host.drawer.max_cards:
+        raise ConfigError(f"a drawer holds 1 to {host.drawer.max_cards} cards, got {args.cards}", None, "--cards")
     program = load(args.program, machine)
     bar = ProgressBar(sys.stderr)
     try:
@@ -151,11 +159,21 @@ def _run(args: argparse.Namespace) -> None:
                      **kwargs)
     finally:
         bar.close()
+    trace = chrome_trace(result.log, machine, result.report.data) if args.trace else ""
+    drawer = ""
+    if host:
+        figures, timeline = run_on_cards(program, Path(args.program).name, result.report.data["latency_us"],
+                                         args.cards, host, machine)
+        result.report.data["drawer"], drawer = figures, drawer_text(figures)
+        if trace:
+            data = json.loads(trace)
+            data["traceEvents"] += trace_events(timeline, args.cards)
+            trace = json.dumps(data) + "\n"
     outputs: list[tuple[Path, object]] = []
     if args.json:
         outputs.append((Path(args.json), result.report.to_json().encode()))
     if args.trace:
-        outputs.append((Path(args.trace), chrome_trace(result.log, machine, result.report.data).encode()))
+        outputs.append((Path(args.trace), trace.encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
     if result.outputs:
@@ -164,7 +182,7 @@ def _run(args: argparse.Namespace) -> None:
     if args.trace:
         replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
     if not args.quiet:
-        sys.stdout.write(result.report.to_text())
+        sys.stdout.write(result.report.to_text() + drawer)
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -15,6 +15,9 @@ What it models (docs/host.md):
   across streams, so ``Wait`` holds the host thread until the event's work is done.
 - **Collectives** are synchronous (spyreccl): the host waits for every member card's stream, then
   the collective moves its data through host memory (collectives.py) on the uplink.
+- **Ranks.** A tensor-parallel job runs one host process per card (``simulate_ranks``): each rank's
+  thread issues its own card's work, and a collective starts once every member rank has reached it
+  (the k-th collective of each rank is the same call).
 """
 
 from __future__ import annotations
@@ -89,18 +92,49 @@ class Timeline:
 
 
 def simulate_host(ops: list[Op], host: Host, machine: Machine, cards: int = 1, cached_launches: bool = True,
-                  cached_copies: bool = True) -> Timeline:
+                  cached_copies: bool = True, warm: bool = False) -> Timeline:
     """Run ``ops`` as the host issues them on ``cards`` cards; the timeline of every span. With
     ``cached_launches`` off, every launch builds its graph on the compute path; with ``cached_copies``
-    off, every copy builds its transfer on the data path (IBM's "before")."""
+    off, every copy builds its transfer on the data path (IBM's "before"). ``warm``: every program was
+    built by an earlier step (a serving loop's steady state), so cached launches only patch."""
+    return _run([ops], host, machine, cards, cached_launches, cached_copies, warm)
+
+
+def simulate_ranks(ranks: list[list[Op]], host: Host, machine: Machine, cached_launches: bool = True,
+                   cached_copies: bool = True, warm: bool = False) -> Timeline:
+    """One host process per card, as a tensor-parallel job runs: ``ranks[r]`` is what rank r issues,
+    all of it on card r. Each rank builds its own launches; collectives meet across ranks. Host spans
+    are on ``host.rank<r>``."""
+    for r, ops in enumerate(ranks):
+        for i, op in enumerate(ops):
+            if r not in (getattr(op, "cards", None) or [getattr(op, "card", r)]):
+                raise ConfigError(f"rank {r} issues work for another card", None, f"ranks[{r}][{i}]")
+    return _run(ranks, host, machine, len(ranks), cached_launches, cached_copies, warm)
+
+
+def _run(threads: list[list[Op]], host: Host, machine: Machine, cards: int, cached_launches: bool,
+         cached_copies: bool, warm: bool) -> Timeline:
     if not 1 <= cards <= host.drawer.max_cards:
         raise ConfigError(f"a drawer holds 1 to {host.drawer.max_cards} cards, got {cards}", None, "--cards")
     env = simpy.Environment()
     model = _Model(env, host, machine, cards, cached_launches, cached_copies)
-    env.process(model.host_thread(ops))
+    if warm:
+        model.built = {(t, op.program) for t, ops in enumerate(threads) for op in ops if isinstance(op, Launch)}
+    model.threads = len(threads)
+    for t, ops in enumerate(threads):
+        env.process(model.host_thread(ops, t))
     env.run()
     model.timeline.end_us = env.now
     return model.timeline
+
+
+@dataclass
+class _Meeting:
+    """A collective's members so far, and when it ends."""
+
+    op: Collective
+    arrived: int
+    done: simpy.Event
 
 
 class _Model:
@@ -108,6 +142,8 @@ class _Model:
                  cached_copies: bool):
         self.env, self.host, self.machine, self.cards = env, host, machine, cards
         self.cached_launches, self.cached_copies = cached_launches, cached_copies
+        self.threads = 1
+        self.meetings: dict[tuple[int, tuple[int, ...]], _Meeting] = {}  # (k-th, members) -> the call
         rt = host.runtime
         self.queue = [simpy.Resource(env, rt.compute_queue_entries) for _ in range(cards)]
         self.compute = [simpy.Resource(env, 1) for _ in range(cards)]
@@ -116,10 +152,11 @@ class _Model:
         self.tail: dict[tuple[int, int], simpy.Event] = {}  # (card, stream) -> its last op's end on the card
         self.seen: dict[tuple[int, int], simpy.Event] = {}  # (card, stream) -> when the host learns of that end
         self.events: dict[str, simpy.Event] = {}
-        self.built: set[str] = set()
+        self.built: set[tuple[int, str]] = set()   # (host thread, program) built so far
         self.timeline = Timeline()
 
-    def host_thread(self, ops: list[Op]):
+    def host_thread(self, ops: list[Op], thread: int = 0):
+        met: dict[tuple[int, ...], int] = {}
         for i, op in enumerate(ops):
             self._check(op, i)
             if isinstance(op, Record):
@@ -129,10 +166,12 @@ class _Model:
                     raise ConfigError(f"waits for event {op.event!r}, never recorded before", None, f"ops[{i}]")
                 yield self.events[op.event]
             elif isinstance(op, Collective):
-                yield simpy.AllOf(self.env, [self._seen(c, op.stream) for c in op.cards])
-                yield from self._collective(op, i)
+                mine = [c for c in op.cards if self.threads == 1 or c == thread]
+                yield simpy.AllOf(self.env, [self._seen(c, op.stream) for c in mine])
+                k = met[op.cards] = met.get(op.cards, -1) + 1
+                yield self._meet(op, i, (k, op.cards))
             else:
-                yield from self._build(op, i)
+                yield from self._build(op, i, thread)
                 if isinstance(op, Launch):
                     place = self.queue[op.card].request()
                     yield place  # a full compute queue holds the host
@@ -168,16 +207,17 @@ class _Model:
         self.tail[(card, stream)] = done
         self.seen[(card, stream)] = self.env.process(ordered())
 
-    def _build(self, op: Launch | Copy, i: int):
+    def _build(self, op: Launch | Copy, i: int, thread: int):
         rt = self.host.runtime
         if isinstance(op, Launch):
-            first = op.program not in self.built
-            self.built.add(op.program)
+            first = (thread, op.program) not in self.built
+            self.built.add((thread, op.program))
             cost = rt.deserialize_us + rt.prepare_us if first or not self.cached_launches else rt.patch_us
         else:
             cost = 0.0 if self.cached_copies else rt.copy_prepare_us
         if cost:
-            yield from self._span(i, f"build {_name(op)}", "host", cost)
+            where = "host" if self.threads == 1 else f"host.rank{thread}"
+            yield from self._span(i, f"build {_name(op)}", where, cost)
 
     def _kernel(self, op: Launch, i: int, place):
         with self.compute[op.card].request() as engine:
@@ -190,6 +230,20 @@ class _Model:
             yield unit
             yield link
             yield from self._span(i, _name(op), f"card{op.card}.dma_{op.direction}", self.pcie_us(op.nbytes))
+
+    def _meet(self, op: Collective, i: int, key: tuple[int, tuple[int, ...]]) -> simpy.Event:
+        """Arrive at a collective; the last member to arrive starts it. What every member waits for."""
+        meeting = self.meetings.setdefault(key, _Meeting(op, 0, self.env.event()))
+        if meeting.op.kind != op.kind or meeting.op.nbytes != op.nbytes:
+            raise ConfigError(f"ranks disagree on collective {key[0]} of cards {op.cards}: {meeting.op.kind} "
+                              f"{meeting.op.nbytes} B against {op.kind} {op.nbytes} B", None, f"ops[{i}]")
+        meeting.arrived += 1
+        if meeting.arrived == (1 if self.threads == 1 else len(op.cards)):
+            def run():
+                yield from self._collective(op, i)
+                meeting.done.succeed()
+            self.env.process(run())
+        return meeting.done
 
     def _collective(self, op: Collective, i: int):
         with self.uplink["h2d"].request() as up, self.uplink["d2h"].request() as down:

@@ -1,0 +1,120 @@
+"""Tensor parallelism from torch.compile(..., options={"cards": N}): Megatron-style shards, each card's
+results combined by collectives, against eager float32; the drawer's step through the host model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend import capture, drawer_step, last_report, step_us  # noqa: E402
+
+from spyre_emu.config import load_machine  # noqa: E402
+from spyre_emu.host import collective_us, load_host  # noqa: E402
+from spyre_emu.host.drawer import DRAWER_PID  # noqa: E402
+from tests.frontend import models  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _x(*shape):
+    torch.manual_seed(sum(shape))
+    return torch.randn(*shape).half()
+
+
+def _model(cls, *args):
+    torch.manual_seed(1)
+    return cls(*args).half().eval()
+
+
+def _collectives() -> list[str]:
+    return [s["op"] for s in last_report().host_steps if s["kind"] == "collective"]
+
+
+def test_a_llama_layer_on_two_cards_all_reduces_twice(check, tmp_path):
+    """Q, K, V, gate and up column-parallel, O and down row-parallel: two all-reduces, no gather; the
+    KV heads split over the cards. The trace option adds the host model's timeline."""
+    layer = _model(models.LlamaLayer, 128, 4, 2, 256)
+    cos, sin = models.rope(16, 32)
+    check(layer, _x(1, 16, 128), cos, sin, options={"cards": 2, "trace": str(tmp_path / "t.json")})
+    assert _collectives() == ["all_reduce", "all_reduce"]
+    drawer = last_report().drawer
+    assert (drawer["cards"], drawer["collectives"]) == (2, 2)
+    events = json.loads((tmp_path / "t.drawer.json").read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" and e["pid"] == DRAWER_PID for e in events) == 2
+    assert sum(e["ph"] == "s" and e["cat"] == "launch" for e in events) == 2 * drawer["launches"]
+
+
+def test_decode_with_a_kv_cache_shards_the_cache_by_heads(check):
+    layer = _model(models.LlamaLayer, 128, 4, 2, 256)
+    cos, sin = models.rope(1, 32, start=31)
+    keys, values = _x(1, 2, 32, 32), _x(2, 1, 32, 32).reshape(1, 2, 32, 32)
+    check(layer, _x(1, 1, 128), cos, sin, keys, values, options={"cards": 2})
+    assert _collectives() == ["all_reduce", "all_reduce"]
+
+
+def test_biases_are_split_with_columns_and_added_once_after_the_all_reduce(check):
+    check(_model(models.GPT2Block, 128, 4), _x(1, 16, 128), options={"cards": 2})
+    assert _collectives() == ["all_reduce", "all_reduce"]
+
+
+@pytest.mark.parametrize("cards", [4, 8])
+def test_what_does_not_split_is_gathered_and_still_right(check, cards):
+    """Two KV heads cannot go to 4 or 8 cards: attention's values are all-gathered, the result is right."""
+    layer = _model(models.LlamaLayer, 128, 4, 2, 256)
+    cos, sin = models.rope(16, 32)
+    check(layer, _x(1, 16, 128), cos, sin, options={"cards": cards})
+    assert "all_gather" in _collectives()
+
+
+class NormedMLP(torch.nn.Module):
+    """A norm over the hidden dim between the two linears: the hidden values cannot stay split."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.norm, self.down = torch.nn.Linear(64, 256), torch.nn.LayerNorm(256), torch.nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.norm(self.up(x))))
+
+
+def test_a_norm_over_split_columns_gathers_them_first(check):
+    check(_model(NormedMLP), _x(1, 16, 64), options={"cards": 2})
+    assert _collectives() == ["all_gather"]
+
+
+def test_one_card_is_the_graph_itself(check):
+    check(_model(models.SwiGLU, 64, 256), _x(1, 16, 64), options={"cards": 1})
+    assert _collectives() == []
+    assert last_report().drawer["collectives"] == 0
+
+
+def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
+    """SwiGLU on 2 cards, warm: each rank patches its first launch (20 µs), then its card runs the
+    launches back to back (12.5 µs of dispatch before each kernel program's own time, the host's
+    20 µs patches hiding behind them); the host learns of the last end 5 µs later and the all-reduce
+    of the (1, 16, 64) fp16 result (2,048 B) follows."""
+    mlp = _model(models.SwiGLU, 64, 256)
+    with capture() as reports:
+        got = drawer_step(mlp, (_x(1, 16, 64),), cards=2)
+    programs = [p["latency_us"] for p in reports[-1].programs]
+    host, machine = load_host(), load_machine()
+    rt = host.runtime
+    assert all(rt.dispatch_us + us > rt.patch_us for us in programs)
+
+    def pcie_us(n):
+        p = machine.pcie
+        return p.latency_cycles / machine.clock.ghz / 1000 + n * 536 / 512 / (p.gbytes_per_s * 1000)
+    reduce = collective_us("all_reduce", 2048, 2, host.drawer, pcie_us)
+    want = rt.patch_us + sum(rt.dispatch_us + us for us in programs) + rt.completion_us + reduce
+    assert got["step_us"] == pytest.approx(want, abs=1e-3)
+    assert got["collective_us"] == pytest.approx(reduce, abs=1e-3)
+    assert got["card_busy_us"] == [pytest.approx(sum(rt.dispatch_us + us for us in programs), abs=1e-3)] * 2
+    assert step_us(mlp, (_x(1, 16, 64),), cards=2) == got["step_us"]
+
+
+def test_a_bad_card_count_is_one_line():
+    with pytest.raises(Exception, match=r"options.cards: must be a number of cards from 1 to 8"):
+        torch.compile(_model(models.SwiGLU, 64, 256), backend="spyre_emu", options={"cards": 9})(_x(1, 16, 64))

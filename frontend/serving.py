@@ -1,0 +1,166 @@
+"""Step prices for ``spyre_emu.serving``: each distinct step shape of a decoder compiled by the
+``spyre_emu`` backend on meta tensors (timing only) and simulated once.
+
+A step is the decoder stack over ``batch`` × ``tokens`` new tokens, attending over a KV cache of
+``tkv`` keys that already holds this step's slots, plus the LM head over one row per sequence
+(the token sampled next). The kernel programs go through the result cache (spyre_emu.memo), so a
+shape simulated in an earlier process costs only its compile; identical layers give identical
+programs, simulated once per shape.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from spyre_emu.errors import ConfigError
+from spyre_emu.serving.models import ModelSpec, preset
+from spyre_emu.serving.steps import StepShape
+
+from .report import last_report
+
+F = nn.functional
+
+
+class ServedModel(Protocol):
+    """What ``--model module:attr`` names (or a ModelSpec, built as the presets are)."""
+
+    name: str
+
+    def weight_bytes(self) -> int: ...
+    def kv_bytes_per_token(self) -> int: ...
+    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...]]]:
+        """The modules a step of ``shape`` runs, in order, each with its (meta) inputs."""
+        ...
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def _rotate(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+
+class _Layer(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.spec, kv = spec, spec.kv_heads * spec.head_dim
+        self.norm1, self.norm2 = _RMSNorm(spec.dim), _RMSNorm(spec.dim)
+        self.q, self.o = nn.Linear(spec.dim, spec.dim, bias=False), nn.Linear(spec.dim, spec.dim, bias=False)
+        self.k, self.v = nn.Linear(spec.dim, kv, bias=False), nn.Linear(spec.dim, kv, bias=False)
+        self.gate, self.up = nn.Linear(spec.dim, spec.hidden, bias=False), nn.Linear(spec.dim, spec.hidden, bias=False)
+        self.down = nn.Linear(spec.hidden, spec.dim, bias=False)
+
+    def forward(self, x, cos, sin, keys=None, values=None):
+        """A static cache (``keys``, ``values``) already holds this step's slots; without one the step
+        is a first prefill chunk, causal over itself."""
+        s, b, n = self.spec, x.shape[0], x.shape[1]
+        h = self.norm1(x)
+        q = _rotate(self.q(h).view(b, n, s.heads, s.head_dim).transpose(1, 2), cos, sin)
+        k = _rotate(self.k(h).view(b, n, s.kv_heads, s.head_dim).transpose(1, 2), cos, sin)
+        v = self.v(h).view(b, n, s.kv_heads, s.head_dim).transpose(1, 2)
+        first = keys is None
+        att = F.scaled_dot_product_attention(q, k if first else keys, v if first else values, is_causal=first,
+                                             enable_gqa=s.kv_heads != s.heads)
+        x = x + self._scaled(self.o(att.transpose(1, 2).reshape(b, n, -1)))
+        h = self.norm2(x)
+        return x + self._scaled(self.down(F.silu(self.gate(h)) * self.up(h))), k, v
+
+    def _scaled(self, branch):
+        m = self.spec.residual_multiplier
+        return branch if m == 1.0 else branch * m
+
+
+class _Stack(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.layers = nn.ModuleList(_Layer(spec) for _ in range(spec.layers))
+
+    def forward(self, x, cos, sin, *cache):
+        kv = []
+        for i, layer in enumerate(self.layers):
+            x, k, v = layer(x, cos, sin, *cache[2 * i:2 * i + 2])
+            kv += [k, v]
+        return x, *kv
+
+
+class _Head(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        self.norm, self.out = _RMSNorm(spec.dim), nn.Linear(spec.dim, spec.vocab, bias=False)
+
+    def forward(self, x):
+        return self.out(self.norm(x))
+
+
+class Decoder:
+    """A ModelSpec as modules on the meta device: the stack and the head (embedding lookups run on
+    the host and are not priced)."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec, self.name = spec, spec.name
+        with torch.device("meta"):
+            self.stack, self.head = _Stack(spec).half().eval(), _Head(spec).half().eval()
+
+    def weight_bytes(self) -> int:
+        return self.spec.weight_bytes()
+
+    def kv_bytes_per_token(self) -> int:
+        return self.spec.kv_bytes_per_token()
+
+    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...]]]:
+        s, meta = self.spec, {"device": "meta", "dtype": torch.float16}
+        x = torch.empty(shape.batch, shape.tokens, s.dim, **meta)
+        rope = (torch.empty(shape.tokens, s.head_dim, **meta), torch.empty(shape.tokens, s.head_dim, **meta))
+        first_chunk = shape.tokens > 1 and shape.tkv == shape.tokens
+        cache = [] if first_chunk else [torch.empty(shape.batch, s.kv_heads, shape.tkv, s.head_dim, **meta)
+                                        for _ in range(2 * s.layers)]
+        return [(self.stack, (x, *rope, *cache)), (self.head, (torch.empty(shape.batch, 1, s.dim, **meta),))]
+
+
+def load_model(name: str) -> ServedModel:
+    """A preset name, or ``module:attr`` naming a ModelSpec or a ServedModel."""
+    if ":" not in name:
+        return Decoder(preset(name))
+    module, _, attr = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load {name!r}: {exc}", None, "--model") from None
+    if isinstance(found, ModelSpec):
+        return Decoder(found)
+    if not all(callable(getattr(found, m, None)) for m in ("weight_bytes", "kv_bytes_per_token", "build")):
+        raise ConfigError(f"{name!r} is neither a ModelSpec nor a model with weight_bytes, kv_bytes_per_token "
+                          "and build", None, "--model")
+    return found
+
+
+class StepPricer:
+    """``pricer(shape)`` → the step's simulated latency in µs on ``machine`` (a TOML path, None: the
+    default card) with ``overrides`` (KEY=VALUE). Memoize it with spyre_emu.serving.steps.memoized."""
+
+    def __init__(self, model: ServedModel, machine: str | None = None, overrides: tuple[str, ...] = ()):
+        self.model = model
+        self.options: dict[str, Any] = {"set": overrides, **({"machine": machine} if machine else {})}
+
+    def __call__(self, shape: StepShape) -> float:
+        if shape.tp != 1:
+            raise ConfigError("tensor parallel pricing is not available yet (multi-card TP: issue 16); "
+                              "use --tensor-parallel-size 1", None, "--tensor-parallel-size")
+        total = 0.0
+        with torch.no_grad():
+            for module, inputs in self.model.build(shape):
+                torch._dynamo.reset()  # each shape compiles once; no recompile limit to reach
+                torch.compile(module, backend="spyre_emu", dynamic=False, options=self.options)(*inputs)
+                total += last_report().latency_us
+        return total

@@ -17,12 +17,13 @@ import torch
 from torch import nn
 
 from spyre_emu.errors import ConfigError
-from spyre_emu.serving.models import ModelSpec, preset
+from spyre_emu.serving.models import DTYPE_BYTES, ModelSpec, preset
 from spyre_emu.serving.steps import StepShape
 
 from .report import last_report
 
 F = nn.functional
+MAX_SPAN_BYTES = 1 << 28  # 256 MB
 
 
 class ServedModel(Protocol):
@@ -95,12 +96,20 @@ class _Stack(nn.Module):
 
 
 class _Head(nn.Module):
+    """The final norm and the LM head, its weight cut along the vocabulary into pieces of at most
+    MAX_SPAN_BYTES: a core may span at most 256 MB of one tensor (DESIGN.md), and the whole
+    head (403 MB for Granite, 1 GB for Llama) would otherwise run on the CPU, unpriced."""
+
     def __init__(self, spec: ModelSpec):
         super().__init__()
-        self.norm, self.out = _RMSNorm(spec.dim), nn.Linear(spec.dim, spec.vocab, bias=False)
+        pieces = -(-spec.vocab * spec.dim * DTYPE_BYTES // MAX_SPAN_BYTES)
+        sizes = [spec.vocab // pieces + (i < spec.vocab % pieces) for i in range(pieces)]
+        self.norm = _RMSNorm(spec.dim)
+        self.out = nn.ModuleList(nn.Linear(spec.dim, n, bias=False) for n in sizes)
 
     def forward(self, x):
-        return self.out(self.norm(x))
+        h = self.norm(x)
+        return tuple(piece(h) for piece in self.out)
 
 
 class Decoder:
@@ -151,7 +160,9 @@ class StepPricer:
 
     def __init__(self, model: ServedModel, machine: str | None = None, overrides: tuple[str, ...] = ()):
         self.model = model
-        self.options: dict[str, Any] = {"set": overrides, **({"machine": machine} if machine else {})}
+        # fallback "error": an op the card cannot run would be left out of the price, so it is refused
+        self.options: dict[str, Any] = {"set": overrides, "fallback": "error",
+                                        **({"machine": machine} if machine else {})}
 
     def __call__(self, shape: StepShape) -> float:
         if shape.tp != 1:

@@ -33,8 +33,9 @@ class ServedModel(Protocol):
 
     def weight_bytes(self) -> int: ...
     def kv_bytes_per_token(self) -> int: ...
-    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...]]]:
-        """The modules a step of ``shape`` runs, in order, each with its (meta) inputs."""
+    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...], float]]:
+        """What a step of ``shape`` costs: (module, its meta inputs, factor); the step's price is the sum
+        of factor × the module's simulated latency."""
         ...
 
 
@@ -83,9 +84,9 @@ class _Layer(nn.Module):
 
 
 class _Stack(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, layers: int):
         super().__init__()
-        self.layers = nn.ModuleList(_Layer(spec) for _ in range(spec.layers))
+        self.layers = nn.ModuleList(_Layer(spec) for _ in range(layers))
 
     def forward(self, x, cos, sin, *cache):
         kv = []
@@ -113,13 +114,25 @@ class _Head(nn.Module):
 
 
 class Decoder:
-    """A ModelSpec as modules on the meta device: the stack and the head (embedding lookups run on
-    the host and are not priced)."""
+    """A ModelSpec as modules on the meta device: the layer stack and the head (embedding lookups run
+    on the host and are not priced).
 
-    def __init__(self, spec: ModelSpec):
+    With ``extrapolate`` the stack is priced from stacks of one and two layers: a layer's launches
+    run one after another on a quiet card and identical layers give identical programs, so L layers
+    cost P1 + (L - 1)(P2 - P1) exactly (tests/frontend/test_serving.py checks it against a direct
+    stack), while Dynamo and the front end's passes see 2 layers instead of L.
+    """
+
+    def __init__(self, spec: ModelSpec, extrapolate: bool = True):
         self.spec, self.name = spec, spec.name
+        counts = (1, 2) if extrapolate and spec.layers > 2 else (spec.layers,)
         with torch.device("meta"):
-            self.stack, self.head = _Stack(spec).half().eval(), _Head(spec).half().eval()
+            self.stacks = [(_Stack(spec, n).half().eval(), n) for n in counts]
+            self.head = _Head(spec).half().eval()
+
+    def _factors(self) -> list[float]:
+        layers = self.spec.layers
+        return [1.0] if len(self.stacks) == 1 else [2.0 - layers, layers - 1.0]
 
     def weight_bytes(self) -> int:
         return self.spec.weight_bytes()
@@ -127,14 +140,16 @@ class Decoder:
     def kv_bytes_per_token(self) -> int:
         return self.spec.kv_bytes_per_token()
 
-    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...]]]:
+    def build(self, shape: StepShape) -> list[tuple[nn.Module, tuple[Any, ...], float]]:
         s, meta = self.spec, {"device": "meta", "dtype": torch.float16}
         x = torch.empty(shape.batch, shape.tokens, s.dim, **meta)
         rope = (torch.empty(shape.tokens, s.head_dim, **meta), torch.empty(shape.tokens, s.head_dim, **meta))
         first_chunk = shape.tokens > 1 and shape.tkv == shape.tokens
         cache = [] if first_chunk else [torch.empty(shape.batch, s.kv_heads, shape.tkv, s.head_dim, **meta)
-                                        for _ in range(2 * s.layers)]
-        return [(self.stack, (x, *rope, *cache)), (self.head, (torch.empty(shape.batch, 1, s.dim, **meta),))]
+                                        for _ in range(2 * max(n for _, n in self.stacks))]
+        steps = [(stack, (x, *rope, *cache[:2 * n]), f)
+                 for (stack, n), f in zip(self.stacks, self._factors(), strict=True)]
+        return [*steps, (self.head, (torch.empty(shape.batch, 1, s.dim, **meta),), 1.0)]
 
 
 def load_model(name: str) -> ServedModel:
@@ -170,8 +185,8 @@ class StepPricer:
                               "use --tensor-parallel-size 1", None, "--tensor-parallel-size")
         total = 0.0
         with torch.no_grad():
-            for module, inputs in self.model.build(shape):
+            for module, inputs, factor in self.model.build(shape):
                 torch._dynamo.reset()  # each shape compiles once; no recompile limit to reach
                 torch.compile(module, backend="spyre_emu", dynamic=False, options=self.options)(*inputs)
-                total += last_report().latency_us
+                total += factor * last_report().latency_us
         return total

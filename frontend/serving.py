@@ -10,12 +10,17 @@ programs, simulated once per shape.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from spyre_emu import memo
+from spyre_emu.config import load_machine
 from spyre_emu.errors import ConfigError
 from spyre_emu.serving.models import DTYPE_BYTES, ModelSpec, preset
 from spyre_emu.serving.steps import StepShape
@@ -169,12 +174,23 @@ def load_model(name: str) -> ServedModel:
     return found
 
 
+@functools.cache
+def _front_end_version() -> bytes:
+    """A hash of the front end's sources (memo.key covers the simulator's)."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(__file__).parent.glob("*.py")))).digest()
+
+
 class StepPricer:
     """``pricer(shape)`` → the step's simulated latency in µs on ``machine`` (a TOML path, None: the
-    default card) with ``overrides`` (KEY=VALUE). Memoize it with spyre_emu.serving.steps.memoized."""
+    default card) with ``overrides`` (KEY=VALUE). Memoize it with spyre_emu.serving.steps.memoized.
+
+    A preset's or ModelSpec's step prices are also kept in the result cache (spyre_emu.memo), keyed
+    by the spec, the machine, the shape and the code of the simulator and the front end, so a later
+    run skips even the compile; another model's are priced afresh in every process."""
 
     def __init__(self, model: ServedModel, machine: str | None = None, overrides: tuple[str, ...] = ()):
         self.model = model
+        self.card = repr(load_machine(machine, overrides)).encode()
         # fallback "error": an op the card cannot run would be left out of the price, so it is refused
         self.options: dict[str, Any] = {"set": overrides, "fallback": "error",
                                         **({"machine": machine} if machine else {})}
@@ -183,6 +199,17 @@ class StepPricer:
         if shape.tp != 1:
             raise ConfigError("tensor parallel pricing is not available yet (multi-card TP: issue 16); "
                               "use --tensor-parallel-size 1", None, "--tensor-parallel-size")
+        if not isinstance(self.model, Decoder):
+            return self._simulate(shape)
+        k = memo.key(b"serving step", _front_end_version(), repr(self.model.spec).encode(),
+                     repr(len(self.model.stacks)).encode(), self.card, repr(tuple(shape)).encode())
+        price = memo.lookup(k)
+        if price is None:
+            price = self._simulate(shape)
+            memo.store(k, price)
+        return price
+
+    def _simulate(self, shape: StepShape) -> float:
         total = 0.0
         with torch.no_grad():
             for module, inputs, factor in self.model.build(shape):

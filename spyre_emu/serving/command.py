@@ -133,6 +133,8 @@ def serve(args: argparse.Namespace) -> None:
     percentiles, slos = _percentiles(args.metric_percentiles), _slos(args.goodput)
     machine = load_machine(args.config, args.set)
     lengths = _lengths(args, np.random.default_rng(args.seed))
+    sends = [workload.arrivals(args.num_prompts, rate, args.burstiness, np.random.default_rng((args.seed, 1)))
+             for rate in args.request_rate]  # the same gaps, scaled, at every rate
     model, pricer = _pricer(args)
     config = SchedulerConfig(args.max_num_seqs, args.max_model_len, args.max_num_batched_tokens, 64,
                              args.max_batch_tkv, kv_blocks(model.weight_bytes(), model.kv_bytes_per_token(),
@@ -144,8 +146,7 @@ def serve(args: argparse.Namespace) -> None:
     from tqdm import tqdm  # noqa: PLC0415  (a bar on a terminal only, as the sweep's)
     with tqdm(total=args.num_prompts * len(args.request_rate), unit="req", disable=None, file=sys.stderr,
               leave=False) as bar:
-        for rate in args.request_rate:
-            times = workload.arrivals(args.num_prompts, rate, args.burstiness, np.random.default_rng((args.seed, 1)))
+        for rate, times in zip(args.request_rate, sends, strict=True):
             run = simulate(workload.build(lengths, times, args.random_prefix_len), config, price,
                            args.max_concurrency, lambda: bar.update(1))
             result = {"model": args.model, "request_rate": rate if math.isfinite(rate) else "inf",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from spyre_emu.frontend.serving import Decoder, StepPricer, load_model
 
@@ -60,3 +62,40 @@ def test_bad_models_are_one_line_errors(name, message):
 def test_tensor_parallel_is_refused_until_the_front_end_prices_it():
     with pytest.raises(ConfigError, match="tensor parallel pricing is not available yet"):
         StepPricer(Decoder(TOY))(StepShape(1, 1, 64, tp=2))
+
+
+def test_step_prices_are_kept_in_the_result_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")
+    monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
+    shape = StepShape(1, 1, 64)
+    first = StepPricer(Decoder(TOY))(shape)
+    again = StepPricer(Decoder(TOY))
+    again._simulate = lambda s: pytest.fail("priced again")
+    assert again(shape) == first
+    other = StepPricer(Decoder(TOY), overrides=("ring.hop_latency_cycles=9",))
+    other._simulate = lambda s: -1.0  # another card: a miss
+    assert other(shape) == -1.0
+
+
+ONE_LAYER = ModelSpec("one", layers=1, dim=128, heads=4, kv_heads=2, hidden=256, vocab=512, tied_embeddings=True)
+
+
+def test_serve_end_to_end_on_a_toy_model(tmp_path, capsys):
+    """Three requests of 60 + 3 tokens at once (at most 62 keys: one block): P0 D0 P1 D01 P2 D12 D2."""
+    from spyre_emu.cli import main  # noqa: PLC0415
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["serve", "--model", "tests.frontend.test_serving:ONE_LAYER", "--num-prompts", "3",
+            "--random-input-len", "60", "--random-output-len", "3", "--json", str(out / "r.json"),
+            "--trace", str(out / "t.json"), "--plot-cdf", str(out / "cdf.png")]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Successful requests:                     3" in text
+    result = json.loads((out / "r.json").read_text())
+    assert result["completed"] == 3
+    assert result["total_output_tokens"] == 9
+    shapes = [tuple(p[:3]) for p in result["card"]["step_prices_us"]]
+    assert shapes == [(1, 64, 64), (1, 1, 64), (2, 1, 64)]
+    trace = json.loads((out / "t.json").read_text())
+    assert {e["tid"] for e in trace["traceEvents"] if e["pid"] == 2 and e["ph"] == "X"} == {0, 1, 2}
+    assert sorted(p.name for p in out.iterdir()) == ["cdf.png", "r.json", "t.json"]

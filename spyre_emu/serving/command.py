@@ -26,7 +26,7 @@ from .engine import Run, simulate
 from .metrics import card_series, summarize
 from .models import kv_blocks, preset
 from .scheduler import SchedulerConfig
-from .steps import memoized
+from .steps import Pricer, StepShape, memoized
 
 DATASETS = ("random", "sharegpt", "burstgpt", "azure")
 SLOS = ("ttft", "tpot", "e2el")
@@ -128,6 +128,16 @@ def _pricer(args: argparse.Namespace):
     return model, serving.StepPricer(model, args.config, tuple(args.set))
 
 
+def _shown(price: Pricer, bar: Any) -> Pricer:
+    """``price``, telling the bar about each new shape before its (long) first pricing."""
+    def shown(shape: StepShape) -> float:
+        if shape not in price.prices:  # type: ignore[attr-defined]
+            bar.set_postfix_str(f"pricing step shape {len(price.prices) + 1}: {shape.kind} "  # type: ignore[attr-defined]
+                                f"x{shape.batch}, {shape.tokens} tokens, tkv {shape.tkv}")
+        return price(shape)
+    return shown
+
+
 def serve(args: argparse.Namespace) -> None:
     _check(args)
     percentiles, slos = _percentiles(args.metric_percentiles), _slos(args.goodput)
@@ -147,7 +157,7 @@ def serve(args: argparse.Namespace) -> None:
     with tqdm(total=args.num_prompts * len(args.request_rate), unit="req", disable=None, file=sys.stderr,
               leave=False) as bar:
         for rate, times in zip(args.request_rate, sends, strict=True):
-            run = simulate(workload.build(lengths, times, args.random_prefix_len), config, price,
+            run = simulate(workload.build(lengths, times, args.random_prefix_len), config, _shown(price, bar),
                            args.max_concurrency, lambda: bar.update(1))
             result = {"model": args.model, "request_rate": rate if math.isfinite(rate) else "inf",
                       "burstiness": args.burstiness, "max_concurrency": args.max_concurrency,

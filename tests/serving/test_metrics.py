@@ -61,8 +61,10 @@ def test_invariants_of_a_run(seed):
         assert record.sent_s >= record.request.arrival_s
     assert sum(len(s.requests) for s in run.steps if s.kind == "decode") + len(requests) == \
         sum(r.request.output_tokens for r in run.requests)
-    for before, after in itertools.pairwise(run.steps):  # one step at a time, never two prefills while decoding
+    for before, after in itertools.pairwise(run.steps):  # one step at a time
         assert after.start_s >= before.end_s
+        if before.kind == after.kind == "prefill":  # never two prefills in a row while a request decodes
+            assert not [r for r in run.requests if r.token_s[0] <= before.end_s < r.token_s[-1]]
     for step in run.steps:  # admission never exceeds the limits (prompts of one chunk: no decode runs ahead)
         assert step.shape.batch <= CONFIG.max_num_seqs
         assert step.kv_used_blocks <= CONFIG.kv_blocks

@@ -114,7 +114,7 @@ def _lengths(args: argparse.Namespace, rng: np.random.Generator) -> list[tuple[i
     if args.dataset_path is None:
         return workload.random_lengths(args.num_prompts, args.random_input_len, args.random_output_len,
                                        args.random_range_ratio, rng)
-    rows = datasets.load(Path(args.dataset_path))
+    rows = datasets.load(Path(args.dataset_path), args.dataset_name)
     picks = rng.choice(len(rows), size=args.num_prompts, replace=args.num_prompts > len(rows))
     return [rows[i][:2] for i in picks]
 

@@ -21,13 +21,13 @@ BURSTGPT = ("Timestamp", "Request tokens", "Response tokens")
 Row = tuple[int, int, float]  # prompt tokens, output tokens, send time (s from the first row)
 
 
-def load(path: Path) -> list[Row]:
-    """Rows of a trace, its format told by its content (JSON list, or the CSV header's columns)."""
+def load(path: Path, kind: str) -> list[Row]:
+    """Rows of a trace of ``kind``: "sharegpt", "azure" or "burstgpt"."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc}", str(path)) from None
-    rows = _sharegpt(text, path) if path.suffix == ".json" else _csv(text, path)
+    rows = _sharegpt(text, path) if kind == "sharegpt" else _csv(text, path, AZURE if kind == "azure" else BURSTGPT)
     if not rows:
         raise ConfigError("no usable requests in the trace", str(path))
     return rows
@@ -59,13 +59,12 @@ def _sharegpt(text: str, path: Path) -> list[Row]:
     return rows
 
 
-def _csv(text: str, path: Path) -> list[Row]:
+def _csv(text: str, path: Path, columns: tuple[str, str, str]) -> list[Row]:
     reader = csv.DictReader(text.splitlines())
-    header = tuple(reader.fieldnames or ())
-    columns = next((c for c in (AZURE, BURSTGPT) if set(c) <= set(header)), None)
-    if columns is None:
-        raise ConfigError(f"expected the columns {', '.join(AZURE)} (Azure) or {', '.join(BURSTGPT)} (BurstGPT)",
-                          str(path), "header")
+    missing = [c for c in columns if c not in (reader.fieldnames or ())]
+    if missing:
+        raise ConfigError(f"expected the columns {', '.join(columns)}; missing {', '.join(missing)}", str(path),
+                          "header")
     rows = []
     for line, record in enumerate(reader, start=2):
         try:

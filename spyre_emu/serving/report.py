@@ -19,7 +19,8 @@ TITLES = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Ou
 
 def to_text(result: dict[str, Any]) -> str:
     """The block vllm bench serve prints, then what the card did."""
-    rows = [("Successful requests:", result["completed"]), ("Failed requests:", result["failed"]),
+    rows = [("Traffic request rate:", result.get("request_rate", "")),
+            ("Successful requests:", result["completed"]), ("Failed requests:", result["failed"]),
             ("Benchmark duration (s):", f"{result['duration']:.2f}"),
             ("Total input tokens:", result["total_input_tokens"]),
             ("Total generated tokens:", result["total_output_tokens"]),

@@ -19,14 +19,14 @@ def test_sharegpt_counts_a_token_per_four_characters_and_skips_conversations_wit
         {"id": "a", "conversations": [{"from": "human", "value": "x" * 41}, {"from": "gpt", "value": "y" * 8},
                                       {"from": "human", "value": "ignored"}]},
         {"id": "b", "conversations": [{"from": "human", "value": "alone"}]}]))
-    assert datasets.load(path) == [(11, 2, 0.0)]
+    assert datasets.load(path, "sharegpt") == [(11, 2, 0.0)]
 
 
 def test_azure_trace_rows_with_times_from_the_first(tmp_path):
     path = tmp_path / "azure.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                     "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
-    assert datasets.load(path) == [(374, 44, 0.0), (396, 109, 4.314579)]
+    assert datasets.load(path, "azure") == [(374, 44, 0.0), (396, 109, 4.314579)]
 
 
 def test_burstgpt_rows_without_failed_requests(tmp_path):
@@ -34,21 +34,22 @@ def test_burstgpt_rows_without_failed_requests(tmp_path):
     path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
                     "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n"
                     "118,GPT-4,417,276,693,Conversation log\n")
-    assert datasets.load(path) == [(472, 18, 0.0), (417, 276, 113.0)]
+    assert datasets.load(path, "burstgpt") == [(472, 18, 0.0), (417, 276, 113.0)]
 
 
-@pytest.mark.parametrize(("name", "text", "where"), [
-    ("bad.json", "[{\"conversations\": 3}]", "$[0]: expected an object with a conversations list"),
-    ("bad.json", "{", "not JSON"),
-    ("bad.csv", "a,b\n1,2\n", "header: expected the columns"),
-    ("bad.csv", "Timestamp,Request tokens,Response tokens\n1,x,3\n", "line 2: expected a time and two token counts"),
-    ("empty.csv", "Timestamp,Request tokens,Response tokens\n", "no usable requests"),
+@pytest.mark.parametrize(("kind", "text", "where"), [
+    ("sharegpt", "[{\"conversations\": 3}]", "$[0]: expected an object with a conversations list"),
+    ("sharegpt", "{", "not JSON"),
+    ("azure", "TIMESTAMP,ContextTokens\n1,2\n", "header: expected the columns TIMESTAMP, ContextTokens, "
+     "GeneratedTokens; missing GeneratedTokens"),
+    ("burstgpt", "Timestamp,Request tokens,Response tokens\n1,x,3\n", "line 2: expected a time and two token counts"),
+    ("burstgpt", "Timestamp,Request tokens,Response tokens\n", "no usable requests"),
 ])
-def test_a_bad_trace_is_one_error_naming_the_file_and_place(tmp_path, name, text, where):
-    path = tmp_path / name
+def test_a_bad_trace_is_one_error_naming_the_file_and_place(tmp_path, kind, text, where):
+    path = tmp_path / "trace"
     path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(where)) as err:
-        datasets.load(path)
+        datasets.load(path, kind)
     assert str(path) in str(err.value)
 
 

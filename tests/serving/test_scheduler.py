@@ -86,3 +86,9 @@ def test_a_request_longer_than_max_model_len_is_refused_without_a_step():
     got, run = steps([req(0, 3000, 73)])
     assert got == []
     assert run.requests[0].error.startswith("prompt + output (3073) > max_model_len")
+
+
+def test_max_concurrency_sends_a_request_when_one_in_flight_ends():
+    """A closed loop of one client: request 1 is sent at 2 ms, when request 0's last token arrives."""
+    run = simulate([req(0, 64, 2), req(1, 64, 2)], SchedulerConfig(), lambda shape: MS, max_concurrency=1)
+    assert [(r.sent_s, r.token_s) for r in run.requests] == [(0.0, [0.001, 0.002]), (0.002, [0.003, 0.004])]

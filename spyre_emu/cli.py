@@ -28,6 +28,7 @@ from .pipeline import load, run
 from .results import chrome_trace, ideal_cycles_files
 from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
+from .serving import command as serve_command
 from .unit_program.load import read_json
 from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_calibration, validate
 from .validate import render as render_validation
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     _gemm_parser(sub)
     _validate_parser(sub)
     _sweep_parser(sub)
+    serve_command.add_parser(sub)
     _ci_parsers(sub)
     imp = sub.add_parser("import-sdsc", help="convert torch-spyre compiler output to a kernel program")
     imp.add_argument("directory", help="folder with sdsc_*.json (and bundle.mlir, if torch-spyre wrote one)")
@@ -317,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             _validate(args)
         elif args.command == "sweep":
             _sweep(args)
+        elif args.command == "serve":
+            serve_command.serve(args)
         elif args.command == "compare":
             return _compare(args)
         elif args.command == "check":

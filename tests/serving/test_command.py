@@ -1,0 +1,38 @@
+"""Bad input to `spyre-emu serve`: one stderr line naming the option or file, exit 2, no output file.
+Every case is caught before the front end is imported (no torch, no compile)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spyre_emu.cli import main
+
+PREFIX = "spyre-emu: error: "
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--model", "gpt-5"], "--model: unknown model 'gpt-5'; expected one of granite-3.3-8b, llama-3.1-8b"),
+    (["--tensor-parallel-size", "2"], "--tensor-parallel-size: tensor parallel pricing is not available yet"),
+    (["--max-num-batched-tokens", "100"], "--max-num-batched-tokens: must be a multiple of 64"),
+    (["--num-prompts", "0"], "--num-prompts: must be at least 1, got 0"),
+    (["--max-concurrency", "0"], "--max-concurrency: must be at least 1, got 0"),
+    (["--request-rate", "0"], "--request-rate: must be positive"),
+    (["--burstiness", "-1"], "--burstiness: must be positive"),
+    (["--random-range-ratio", "1.5"], "--random-range-ratio: must be in [0, 1), got 1.5"),
+    (["--metric-percentiles", "99,abc"], "--metric-percentiles: expected comma-separated numbers"),
+    (["--goodput", "latency:5"], "--goodput: expected KEY:MS with KEY one of ttft, tpot, e2el"),
+    (["--plot-rates", "x.png"], "--plot-rates: needs two or more --request-rate values"),
+    (["--dataset-path", "x.json"], "--dataset-path: a --dataset-path needs --dataset-name"),
+    (["--dataset-name", "sharegpt", "--dataset-path", "missing.json"], "missing.json: cannot read"),
+    (["--set", "dram.size_bytes=-1"], "dram.size_bytes"),
+    (["--request-rate"], "argument --request-rate: expected at least one argument"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, extra, message):
+    monkeypatch.chdir(tmp_path)
+    args = ["serve", "--model", "granite-3.3-8b", "--json", "out.json", *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(PREFIX)
+    assert message in err
+    assert err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

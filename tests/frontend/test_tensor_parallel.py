@@ -115,6 +115,11 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     assert step_us(mlp, (_x(1, 16, 64),), cards=2) == got["step_us"]
 
 
-def test_a_bad_card_count_is_one_line():
+def test_a_bad_card_count_or_host_config_is_one_line(tmp_path):
     with pytest.raises(Exception, match=r"options.cards: must be a number of cards from 1 to 8"):
         torch.compile(_model(models.SwiGLU, 64, 256), backend="spyre_emu", options={"cards": 9})(_x(1, 16, 64))
+    bad = tmp_path / "host.toml"
+    bad.write_text("[runtime]\n")
+    with pytest.raises(Exception, match=r"host.toml: runtime.deserialize_us: missing key"):
+        torch.compile(_model(models.SwiGLU, 64, 256), backend="spyre_emu",
+                      options={"cards": 2, "host": str(bad)})(_x(1, 16, 64))

@@ -85,6 +85,15 @@ def test_a_norm_over_split_columns_gathers_them_first(check):
     assert _collectives() == ["all_gather"]
 
 
+@pytest.mark.parametrize(("hidden", "cards"), [(192, 8), (100, 8), (96, 4)])
+def test_any_split_or_none_gives_the_right_result(check, hidden, cards):
+    """Slices of 24 columns (less than a stick of 64), or 100 columns that 8 cards cannot split (gate
+    and up stay whole on every card, down's 64 output columns split and are put together on the
+    host): always eager's result."""
+    check(_model(models.SwiGLU, 64, hidden), _x(1, 8, 64), options={"cards": cards})
+    assert _collectives() == ([] if hidden % cards else ["all_reduce"])
+
+
 def test_one_card_is_the_graph_itself(check):
     check(_model(models.SwiGLU, 64, 256), _x(1, 16, 64), options={"cards": 1})
     assert _collectives() == []

@@ -85,6 +85,15 @@ def test_a_norm_over_split_columns_gathers_them_first(check):
     assert _collectives() == ["all_gather"]
 
 
+@pytest.mark.parametrize(("hidden", "cards"), [(192, 8), (100, 8), (96, 4)])
+def test_any_split_or_none_gives_the_right_result(check, hidden, cards):
+    """Slices of 24 columns (less than a stick of 64), or 100 columns that 8 cards cannot split (gate
+    and up stay whole on every card, down's 64 output columns split and are put together on the
+    host): always eager's result."""
+    check(_model(models.SwiGLU, 64, hidden), _x(1, 8, 64), options={"cards": cards})
+    assert _collectives() == ([] if hidden % cards else ["all_reduce"])
+
+
 def test_one_card_is_the_graph_itself(check):
     check(_model(models.SwiGLU, 64, 256), _x(1, 16, 64), options={"cards": 1})
     assert _collectives() == []
@@ -115,6 +124,11 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     assert step_us(mlp, (_x(1, 16, 64),), cards=2) == got["step_us"]
 
 
-def test_a_bad_card_count_is_one_line():
+def test_a_bad_card_count_or_host_config_is_one_line(tmp_path):
     with pytest.raises(Exception, match=r"options.cards: must be a number of cards from 1 to 8"):
         torch.compile(_model(models.SwiGLU, 64, 256), backend="spyre_emu", options={"cards": 9})(_x(1, 16, 64))
+    bad = tmp_path / "host.toml"
+    bad.write_text("[runtime]\n")
+    with pytest.raises(Exception, match=r"host.toml: runtime.deserialize_us: missing key"):
+        torch.compile(_model(models.SwiGLU, 64, 256), backend="spyre_emu",
+                      options={"cards": 2, "host": str(bad)})(_x(1, 16, 64))

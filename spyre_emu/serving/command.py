@@ -163,8 +163,9 @@ def serve(args: argparse.Namespace) -> None:
             result = {"model": args.model, "request_rate": rate if math.isfinite(rate) else "inf",
                       "burstiness": args.burstiness, "max_concurrency": args.max_concurrency,
                       **summarize(run, percentiles, slos or None)}
+            used = dict.fromkeys(s.shape for s in run.steps)  # this run's shapes, in the order first run
             result["card"] = {**card_series(run), "kv_blocks": config.kv_blocks,
-                              "step_prices_us": [[*shape[:3], us] for shape, us in price.prices.items()]}
+                              "step_prices_us": [[*shape[:3], price(shape)] for shape in used]}
             runs.append((f"{rate:g} req/s", run))
             results.append(result)
     for result in results:

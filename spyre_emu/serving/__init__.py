@@ -1,5 +1,5 @@
 """vLLM serving on Spyre, request by request: workloads, the sendnn-inference scheduler, a simpy run
-whose steps are priced by an injected pricer, and vllm bench serve's metrics ([serving.md])."""
+whose steps are priced by an injected pricer, and vllm bench serve's metrics (docs/serving.md)."""
 
 from .engine import Run, simulate
 from .metrics import card_series, summarize

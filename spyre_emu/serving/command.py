@@ -61,6 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="write the result (a list when several rates ran)")
     p.add_argument("--trace", metavar="OUT", help="write a Perfetto timeline of the (last) run")
     p.add_argument("--plot-cdf", metavar="OUT", help="latency CDFs (.png, .svg, .pdf)")
+    p.add_argument("--plot-card", metavar="OUT", help="KV cache usage and decode batch over time (last run)")
     p.add_argument("--plot-rates", metavar="OUT", help="throughput and latency against the request rate")
 
 
@@ -162,8 +163,9 @@ def serve(args: argparse.Namespace) -> None:
             result = {"model": args.model, "request_rate": rate if math.isfinite(rate) else "inf",
                       "burstiness": args.burstiness, "max_concurrency": args.max_concurrency,
                       **summarize(run, percentiles, slos or None)}
+            used = dict.fromkeys(s.shape for s in run.steps)  # this run's shapes, in the order first run
             result["card"] = {**card_series(run), "kv_blocks": config.kv_blocks,
-                              "step_prices_us": [[*shape[:3], us] for shape, us in price.prices.items()]}
+                              "step_prices_us": [[*shape[:3], price(shape)] for shape in used]}
             runs.append((f"{rate:g} req/s", run))
             results.append(result)
     for result in results:
@@ -180,6 +182,8 @@ def _write(args: argparse.Namespace, runs: list[tuple[str, Run]], results: list[
         outputs.append((Path(args.trace), json.dumps(report.timeline(runs[-1][1])).encode()))
     if args.plot_cdf:
         outputs.append((Path(args.plot_cdf), image_bytes(report.latency_cdf(runs), args.plot_cdf)))
+    if args.plot_card:
+        outputs.append((Path(args.plot_card), image_bytes(report.card_over_time(runs[-1][1]), args.plot_card)))
     if args.plot_rates:
         outputs.append((Path(args.plot_rates), image_bytes(report.throughput_vs_rate(results), args.plot_rates)))
     write_all(outputs)

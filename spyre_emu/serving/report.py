@@ -1,6 +1,6 @@
 """A serving run for people: vllm bench serve's text block, the JSON result, a Perfetto timeline
-(the card's steps as slices, every request as a track) and plots (latency CDFs; throughput and
-latency against the request rate when several rates ran)."""
+(the card's steps as slices, every request as a track) and plots (latency CDFs; KV cache and
+batch over time; throughput and latency against the request rate when several rates ran)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,21 @@ def latency_cdf(runs: list[tuple[str, Run]]) -> Figure:
                title=TITLES[name][1])
         ax.grid(alpha=0.3)
     axes[0].legend()
+    return fig
+
+
+def card_over_time(run: Run) -> Figure:
+    """KV cache usage (share of the card's blocks) and the decode batch, step by step."""
+    fig = Figure(figsize=(10, 4.4), layout="constrained")
+    kv, batch = fig.subplots(2, 1, sharex=True)
+    ends = [s.end_s for s in run.steps]
+    kv.step(ends, [100 * s.kv_used_blocks / run.config.kv_blocks for s in run.steps], where="post")
+    kv.set(ylabel="KV cache used (%)")
+    decodes = [s for s in run.steps if s.kind == "decode"]
+    batch.plot([s.start_s for s in decodes], [s.shape.batch for s in decodes], ".", markersize=2)
+    batch.set(xlabel="time (s)", ylabel="decode batch")
+    for ax in (kv, batch):
+        ax.grid(alpha=0.3)
     return fig
 
 

@@ -3,9 +3,13 @@ Every case is caught before the front end is imported (no torch, no compile)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from spyre_emu.cli import main
+from tests.conftest import ROOT
 
 PREFIX = "spyre-emu: error: "
 
@@ -36,3 +40,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, extra, 
     assert message in err
     assert err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_without_torch_serve_says_what_it_needs(tmp_path):
+    """Everything up to the step prices runs without torch; the prices need the front end."""
+    script = ("import sys\nsys.modules['torch'] = None\nfrom spyre_emu.cli import main\n"
+              "sys.exit(main(['serve', '--model', 'granite-3.3-8b', '--num-prompts', '2']))\n")
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 2
+    assert done.stderr.startswith(PREFIX + "--model: step prices need the torch front end: ")
+    assert done.stderr.count("\n") == 1

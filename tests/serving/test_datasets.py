@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from argparse import Namespace
 
 import numpy as np
 import pytest
 
 from spyre_emu.errors import ConfigError
-from spyre_emu.serving import datasets
-from spyre_emu.serving.workload import arrivals, random_lengths
+from spyre_emu.serving import SchedulerConfig, datasets, simulate
+from spyre_emu.serving.command import _lengths
+from spyre_emu.serving.workload import arrivals, build, random_lengths
 
 
 def test_sharegpt_counts_a_token_per_four_characters_and_skips_conversations_without_a_reply(tmp_path):
@@ -68,3 +70,20 @@ def test_random_lengths_stay_in_their_range():
     assert min(o for _, o in rows) == 5
     assert max(o for _, o in rows) == 15
     assert random_lengths(3, 7, 2, 0.0, np.random.default_rng(1)) == [(7, 2)] * 3
+
+
+def test_a_trace_gives_num_prompts_rows_drawn_with_the_seed(tmp_path):
+    path = tmp_path / "burst.csv"
+    path.write_text("Timestamp,Request tokens,Response tokens\n0,100,1\n1,101,2\n2,102,3\n")
+    args = Namespace(dataset_path=str(path), dataset_name="burstgpt", num_prompts=5)
+    rows = _lengths(args, np.random.default_rng(0))
+    assert rows == _lengths(args, np.random.default_rng(0))
+    assert len(rows) == 5
+    assert set(rows) <= {(100, 1), (101, 2), (102, 3)}  # 5 from 3: drawn with replacement
+
+
+def test_a_shared_prefix_is_prepended_and_its_chunks_cached():
+    requests = build([(100, 1), (100, 1)], [0.0, 1.0], prefix_tokens=1024)
+    assert [(r.prompt_tokens, r.prefix_id, r.prefix_tokens) for r in requests] == [(1124, 0, 1024)] * 2
+    run = simulate(requests, SchedulerConfig(), lambda shape: 1000.0)
+    assert [(s.shape.tokens, s.requests) for s in run.steps] == [(512, (0,)), (512, (0,)), (128, (0,)), (128, (1,))]

@@ -6,7 +6,7 @@ import json
 
 from spyre_emu.results.plots import image_bytes
 from spyre_emu.serving import SchedulerConfig, card_series, simulate, summarize
-from spyre_emu.serving.report import latency_cdf, throughput_vs_rate, timeline, to_json, to_text
+from spyre_emu.serving.report import card_over_time, latency_cdf, throughput_vs_rate, timeline, to_json, to_text
 from spyre_emu.serving.workload import Request
 
 
@@ -48,4 +48,5 @@ def test_timeline_has_the_steps_and_a_track_per_request():
 def test_plots_draw():
     run = _run()
     assert image_bytes(latency_cdf([("1 req/s", run)]), "a.png").startswith(b"\x89PNG")
+    assert image_bytes(card_over_time(run), "c.png").startswith(b"\x89PNG")
     assert image_bytes(throughput_vs_rate([_result(run, 1.0), _result(run, 2.0)]), "b.svg").startswith(b"<?xml")

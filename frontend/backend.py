@@ -19,6 +19,7 @@ from spyre_emu.errors import SpyreEmuError
 
 from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
+from .generate import install
 from .options import parse_options
 from .runtime import CompiledGraph
 
@@ -51,3 +52,6 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     rewrite_attention(gm)
     return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
         gm, example_inputs)
+
+
+install(spyre_emu_backend)  # compiled.generate(...) runs the compiled forward (generate.py)

@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
+from spyre_emu.host import load_host
 
 from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
@@ -35,6 +36,7 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
     opts = parse_options(options)
     machine = load_machine(opts.machine, opts.set)
+    cpu = load_host(opts.host).cpu
     if opts.cores is not None and opts.cores > machine.cores.count:
         raise SpyreEmuError(f"the card has {machine.cores.count} cores, got {opts.cores}", None, "options.cores")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
@@ -44,7 +46,7 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         if any(isinstance(a, torch.SymInt) for a in aten_inputs):
             raise SpyreEmuError(DYNAMIC)
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, opts)
+            return CompiledGraph(aten_gm, compile_graph(aten_gm, opts, machine), machine, cpu, opts)
 
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)

@@ -17,7 +17,8 @@ class Options:
     simulator computes the results (else torch does, and only timing is simulated); ``trace``: a
     Chrome trace file per kernel program; ``fallback``: "cpu" runs unsupported ops on the host,
     "error" refuses them; ``print_report``: print the report after every call; ``cache``: reuse the
-    results of kernel programs simulated before (spyre_emu.memo), off: simulate every one."""
+    results of kernel programs simulated before (spyre_emu.memo), off: simulate every one; ``host``:
+    the host TOML (default configs/host.toml), whose ``[cpu]`` prices CPU fallbacks."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()
@@ -27,6 +28,7 @@ class Options:
     fallback: str = "cpu"
     print_report: bool = False
     cache: bool = True
+    host: str | None = None
 
 
 def parse_options(raw: dict[str, Any] | None) -> Options:
@@ -45,7 +47,7 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     cores = raw.get("cores")
     _check(raw, "cores", isinstance(cores, int) and not isinstance(cores, bool) and cores > 0,
            "must be a positive number of cores")
-    for key in ("machine", "trace"):
+    for key in ("machine", "trace", "host"):
         _check(raw, key, isinstance(raw.get(key), str), "must be a file path")
     _check(raw, "set", all(isinstance(s, str) and "=" in s for s in raw.get("set", ())),
            "must be KEY=VALUE strings")

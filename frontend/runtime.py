@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from spyre_emu.config import Machine
+from spyre_emu.host.config import Cpu
 from spyre_emu.pipeline import RunResult, timings, with_outputs
 from spyre_emu.results import chrome_trace
 
@@ -35,8 +36,8 @@ SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op r
 class CompiledGraph:
     """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
 
-    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, options: Options):
-        self.gm, self.compiled, self.machine, self.options = gm, compiled, machine, options
+    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, cpu: Cpu, options: Options):
+        self.gm, self.compiled, self.machine, self.cpu, self.options = gm, compiled, machine, cpu, options
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -47,7 +48,7 @@ class CompiledGraph:
         outputs = self._functional(args) if functional else self.gm(*args)
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
-                           self.compiled.crossings, self.machine, self._inputs, self._host_us)
+                           self.compiled.crossings, self.machine, self.cpu, self._inputs, self._host_us)
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())

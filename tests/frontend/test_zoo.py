@@ -27,6 +27,12 @@ def test_default_call_matches_eager(name):
         got = zoo.first_output(torch.compile(model, backend="spyre_emu", dynamic=False)(**inputs))
         want = zoo.first_output(reference(**{k: v.float() if v.is_floating_point() else v for k, v in inputs.items()}))
     assert not got.isnan().any()
+    ties = sorted(zoo.near_router_ties(model, inputs))  # mixtral: position 10 (logits 5.3e-5 apart in layer 1)
+    assert len(ties) <= zoo.SEQ // 8
+    if ties:  # the card may route these tokens to the other expert: judged on the rest, scaled as a whole
+        keep = [p for p in range(got.shape[1]) if p not in ties]
+        scale = want.float().abs().max()
+        got, want = got[:, keep] / scale, want[:, keep] / scale
     assert_matches(got, want)
     if got.dim() > 2:  # token or patch positions: the largest logit is the same everywhere
         assert torch.equal(got.float().argmax(-1), want.argmax(-1))

@@ -28,7 +28,7 @@ DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dyn
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
 
 
-RECOMPILES = 64  # graphs per frame: static shapes make each new sequence length a graph of its own
+RECOMPILES = 256  # graphs per frame (Dynamo's limit for all frames): static shapes make each new length a graph
 
 
 def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None):

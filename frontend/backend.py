@@ -34,6 +34,8 @@ RECOMPILES = 256  # graphs per frame (Dynamo's limit for all frames): static sha
 def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None):
     # Dynamo's default of 8 would send a generation with a growing KV cache back to eager after 8 tokens.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
+    # Kernel programs are static: without dynamic=False a new shape would recompile as a dynamic graph.
+    torch._dynamo.config.automatic_dynamic_shapes = False
     opts = parse_options(options)
     machine = load_machine(opts.machine, opts.set)
     cpu = load_host(opts.host).cpu

@@ -68,6 +68,15 @@ def test_compiled_generate_runs_the_compiled_forward():
         assert reports == []
 
 
+def test_a_new_shape_recompiles_static_without_dynamic_false():
+    """Dynamo's automatic dynamic shapes turned the second shape into a dynamic graph, which is refused."""
+    compiled = torch.compile(lambda x: x.exp(), backend="spyre_emu")
+    with torch.no_grad(), capture() as reports:
+        for rows in (4, 8, 16):
+            compiled(torch.randn(rows, 64).half())
+    assert len(reports) == 3
+
+
 def test_timing_only_matches_functional_timing():
     model, x = _mlp(), torch.randn(16, 64).half()
     with torch.no_grad(), capture() as reports:

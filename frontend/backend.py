@@ -20,6 +20,7 @@ from spyre_emu.host import load_host
 
 from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
+from .generate import install
 from .options import parse_options
 from .runtime import CompiledGraph
 from .tensor_parallel import shard
@@ -28,16 +29,17 @@ DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dyn
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
 
 
-RECOMPILES = 64  # graphs per frame: static shapes make each new sequence length a graph of its own
+RECOMPILES = 256  # graphs per frame (Dynamo's limit for all frames): static shapes make each new length a graph
 
 
 def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None):
     # Dynamo's default of 8 would send a generation with a growing KV cache back to eager after 8 tokens.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILES)
+    # Kernel programs are static: without dynamic=False a new shape would recompile as a dynamic graph.
+    torch._dynamo.config.automatic_dynamic_shapes = False
     opts = parse_options(options)
     machine = load_machine(opts.machine, opts.set)
-    if opts.cards is not None:
-        load_host(opts.host)  # a bad host TOML fails here, before anything is compiled
+    cpu = load_host(opts.host).cpu  # a bad host TOML fails here, before anything is compiled
     if opts.cores is not None and opts.cores > machine.cores.count:
         raise SpyreEmuError(f"the card has {machine.cores.count} cores, got {opts.cores}", None, "options.cores")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
@@ -48,7 +50,7 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
             raise SpyreEmuError(DYNAMIC)
         plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            return CompiledGraph(aten_gm, compile_graph(plan.gm, opts, machine), machine, opts, plan)
+            return CompiledGraph(aten_gm, compile_graph(plan.gm, opts, machine), machine, cpu, opts, plan)
 
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)
@@ -56,3 +58,6 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     rewrite_attention(gm)
     return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
         gm, example_inputs)
+
+
+install(spyre_emu_backend)  # compiled.generate(...) runs the compiled forward (generate.py)

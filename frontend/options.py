@@ -20,7 +20,7 @@ class Options:
     results of kernel programs simulated before (spyre_emu.memo), off: simulate every one; ``cards``:
     tensor parallel over this many cards of a drawer (tensor_parallel.py), the report's ``drawer``
     timed by the host model (with ``trace``, its timeline in ``<trace>.drawer.json``); ``host``: the
-    host model's TOML (default configs/host.toml)."""
+    host model's TOML (default configs/host.toml), whose ``[cpu]`` also prices CPU fallbacks."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()

@@ -1,11 +1,12 @@
 """What a compiled call cost: latency, a row per kernel, host steps and round trips, totals.
 
-A call's latency is the sum of its kernel programs' simulated cycles and of the PCIe round
-trips its host steps need (layout.crossings). CPU time of a fallback is not simulated: the
-fallback is listed with its round trips, its FLOPs and, when the call ran it (CPU tensors), the
-wall time it took here, never left out; the report says what share of the graph's FLOPs ran on
-the card. ``last_report()`` returns the report of
-the latest call; ``capture()`` collects the reports of the calls inside a ``with`` block.
+A call's latency is the sum of its kernel programs' simulated cycles, of the PCIe round trips its
+host steps need (layout.crossings) and of its CPU fallbacks' time on the host CPU, priced by
+configs/host.toml's ``[cpu]`` (FLOPs and bytes at its rates, plus a dispatch per op). Each fallback
+is listed with its FLOPs, bytes, priced time and, when the call ran it (CPU tensors), the wall time
+it took on this machine; the first line says what share of the graph's FLOPs ran on the simulated
+card. ``last_report()`` returns the report of the latest call; ``capture()`` collects the reports of
+the calls inside a ``with`` block.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from spyre_emu.config import Machine
 from spyre_emu.engine import EventLog
+from spyre_emu.host.config import Cpu
 from spyre_emu.pipeline import RunResult
 
 from .graph import Node, source_line
@@ -30,9 +32,11 @@ _CAPTURES: list[list[FrontendReport]] = []
 
 @dataclass
 class FrontendReport:
-    """``kernels``: name, op, cores, cycles (what the kernel adds to the program's end, the first of a
-    program also its launch; kernels overlap), span_cycles (first start to last end), end, share,
-    pt_utilization and sfu_utilization (over the span), dram_bytes."""
+    """``total_cycles``: the card's and PCIe's; ``cpu_us``: the CPU fallbacks' priced time; ``latency_us``:
+    both. ``kernels``: name, op, cores, cycles (what the kernel adds to the program's end, the first of
+    a program also its launch; kernels overlap), span_cycles (first start to last end), end, share (of
+    ``total_cycles``), pt_utilization and sfu_utilization (over the span), dram_bytes. ``fallbacks``:
+    op, reason, source, flops, bytes, cpu_us (priced), measured_us (this machine's wall time, or None)."""
 
     total_cycles: int
     latency_us: float
@@ -41,6 +45,7 @@ class FrontendReport:
     host_steps: list[dict[str, Any]]
     crossings: list[dict[str, Any]]
     card_flop_share: float = 1.0   # the share of the graph's FLOPs the card ran (the rest: CPU fallbacks)
+    cpu_us: float = 0.0            # the CPU fallbacks' priced time, part of latency_us
     programs: list[dict[str, Any]] = field(default_factory=list)   # each kernel program's own report
     kernel_programs: list[dict[str, Any]] = field(default_factory=list)  # what ran: the kernel programs
     program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
@@ -51,16 +56,19 @@ class FrontendReport:
         return len(self.fallbacks)
 
     def to_text(self) -> str:
-        lines = [f"spyre_emu: {self.total_cycles} cycles = {self.latency_us:.3f} us; {len(self.kernels)} kernels, "
-                 f"{self.fallback_count} CPU fallbacks, {len(self.crossings)} PCIe round trips; "
-                 f"{self.card_flop_share:.1%} of the FLOPs on the card", "",
+        lines = [f"spyre_emu: {self.card_flop_share:.1%} of the FLOPs on the card; {self.latency_us:.3f} us = "
+                 f"{self.total_cycles} cycles on the card and PCIe + {self.cpu_us:.3f} us on the CPU; "
+                 f"{len(self.kernels)} kernels, {self.fallback_count} CPU fallbacks, "
+                 f"{len(self.crossings)} PCIe round trips",
+                 "",
                  f"{'kernel':<24}{'op':<14}{'cores':>6}{'cycles':>12}{'share':>8}{'PT':>7}{'SFU':>7}{'DRAM B':>14}"]
         for k in self.kernels:
             lines.append(f"{k['name']:<24}{k['op']:<14}{k['cores']:>6}{k['cycles']:>12}{k['share']:>8.1%}"
                          f"{k['pt_utilization']:>7.1%}{k['sfu_utilization']:>7.1%}{k['dram_bytes']:>14}")
         for f in self.fallbacks:
-            took = f"{f['cpu_us']:.1f} us on this CPU" if f["cpu_us"] is not None else "CPU time not measured"
-            lines.append(f"fallback {f['op']} ({f['reason']}; {f['flops']} FLOPs, {took}) at {f['source']}")
+            here = f", {f['measured_us']:.1f} us on this machine" if f["measured_us"] is not None else ""
+            lines.append(f"fallback {f['op']} ({f['reason']}; {f['flops']} FLOPs, {f['bytes']} B: "
+                         f"{f['cpu_us']:.3f} us{here}) at {f['source']}")
         for c in self.crossings:
             lines.append(f"round trip {c['direction']} {c['tensor']}: {c['bytes']} B, {c['cycles']} cycles")
         if self.drawer:
@@ -94,7 +102,8 @@ def publish(report: FrontendReport) -> None:
 
 
 def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings: list[tuple[str, str, int]],
-          machine: Machine, inputs: list[dict[str, np.ndarray]], host_us: dict[int, float]) -> FrontendReport:
+          machine: Machine, cpu: Cpu, inputs: list[dict[str, np.ndarray]], host_us: dict[int, float]
+          ) -> FrontendReport:
     """``host_us``: the wall time of each host step (by ``id``) this call ran on the CPU, if it ran them."""
     trips = [{"direction": d, "tensor": name, "bytes": nbytes, "cycles": pcie_cycles(nbytes, machine)}
              for d, name, nbytes in crossings]
@@ -105,14 +114,16 @@ def build(segments: list[tuple[Segment, RunResult]], host: list[Node], crossings
     for row in kernels:
         row["share"] = round(row["cycles"] / total, 6) if total else 0.0
     fallbacks = [{"op": n.op, "reason": n.reason, "source": source_line(n.fx), "flops": flops(n),
-                  "cpu_us": round(host_us[id(n)], 3) if id(n) in host_us else None}
+                  "bytes": moved_bytes(n), "cpu_us": round(cpu.op_time_us(flops(n), moved_bytes(n)), 6),
+                  "measured_us": round(host_us[id(n)], 3) if id(n) in host_us else None}
                  for n in host if n.host == "fallback"]
+    cpu_us = round(sum(f["cpu_us"] for f in fallbacks), 6)
     steps = [{"op": n.op, "kind": n.host, "reason": n.reason} for n in host if n.host != "fallback"]
     card = sum(flops(k) for seg, _ in segments for k in seg.kernels)
     share = card / (card + sum(f["flops"] for f in fallbacks)) if card or fallbacks else 1.0
-    return FrontendReport(total, round(total / machine.clock.ghz / 1000, 6), kernels, fallbacks, steps, trips,
-                          round(share, 6), [r.report.data for _, r in segments], [seg.data for seg, _ in segments],
-                          inputs)
+    return FrontendReport(total, round(total / machine.clock.ghz / 1000 + cpu_us, 6), kernels, fallbacks, steps,
+                          trips, round(share, 6), cpu_us, [r.report.data for _, r in segments],
+                          [seg.data for seg, _ in segments], inputs)
 
 
 MATMULS = {"batchmatmul": 0, "aten.mm.default": 0, "aten.bmm.default": 0, "aten.addmm.default": 1}
@@ -128,6 +139,11 @@ def flops(node: Node) -> int:
     if node.op == "aten.convolution.default":
         return 2 * out * int(np.prod(node.inputs[1].shape[1:]))
     return out
+
+
+def moved_bytes(node: Node) -> int:
+    """The bytes a host op reads and writes: its operands and results, once each."""
+    return sum(int(np.prod(v.shape)) * v.dtype.itemsize for v in (*node.inputs, *node.outputs))
 
 
 def pcie_cycles(nbytes: int, machine: Machine) -> int:

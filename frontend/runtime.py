@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from spyre_emu.config import Machine
+from spyre_emu.host.config import Cpu
 from spyre_emu.host.drawer import trace_json
 from spyre_emu.pipeline import RunResult, timings, with_outputs
 from spyre_emu.results import chrome_trace
@@ -41,10 +42,11 @@ SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op r
 class CompiledGraph:
     """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
 
-    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, options: Options,
-                 plan: ShardPlan):
+    def __init__(self, gm: torch.fx.GraphModule, compiled: Compiled, machine: Machine, cpu: Cpu,
+                 options: Options, plan: ShardPlan):
         """``gm``: the whole graph (timing-only calls run it); ``compiled``: one card's, after ``plan``."""
-        self.gm, self.compiled, self.machine, self.options, self.plan = gm, compiled, machine, options, plan
+        self.gm, self.compiled, self.machine, self.cpu = gm, compiled, machine, cpu
+        self.options, self.plan = options, plan
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -55,7 +57,7 @@ class CompiledGraph:
         outputs = self._functional(args) if functional else self.gm(*args)
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
-                           self.compiled.crossings, self.machine, self._inputs, self._host_us)
+                           self.compiled.crossings, self.machine, self.cpu, self._inputs, self._host_us)
         if self.options.cards is not None:
             rep.drawer = drawer.figures(self.compiled, results, self.plan.cards, self.machine, self.options)
             if self.options.trace:  # the host model's processes, beside the kernel programs' traces

@@ -1,7 +1,8 @@
 """Host data of functional runs: .npy inputs -> device bytes in DRAM buffers, and results back.
 
-Unit programs name raw buffers (their bytes are the array's bytes); kernel programs name
-tensors, whose host arrays go through the tensor's device layout (sticks, padding).
+Unit programs name raw buffers (their bytes are the array's elements as the card stores them);
+kernel programs name tensors, whose host arrays go through the tensor's device layout (sticks,
+padding). Either way an fp16 array crosses as the card's DLFloat16 (``numerics.to_card``/``to_host``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .engine.functional import Card
 from .errors import ProgramError
 from .files import open_regular
 from .kernel_program import Tensor, from_device, to_device
-from .numerics import from_f32, numpy_dtype
+from .numerics import from_f32, host_array, numpy_dtype, to_card, to_host
 from .unit_program import UnitProgram
 
 Outputs = dict[str, tuple[Path, np.ndarray]]
@@ -66,7 +67,7 @@ def buffer_inputs(program: UnitProgram, overrides: dict[str, Path]) -> dict[str,
         if array.dtype != np.dtype(numpy_dtype(buf.dtype)):
             raise ProgramError(f"input {str(path)!r} has dtype {array.dtype}, buffer is {buf.dtype}",
                                program.source, where)
-        raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        raw = np.ascontiguousarray(to_card(array, buf.dtype)).view(np.uint8).reshape(-1)
         if raw.size > buf.nbytes:
             raise ProgramError(f"input {str(path)!r} has {raw.size} B, buffer holds {buf.nbytes} B",
                                program.source, where)
@@ -80,7 +81,7 @@ def buffer_outputs(card: Card, program: UnitProgram) -> Outputs:
         if buf.output is not None:
             raw = card.dram.read(buf.addr, buf.nbytes)
             count = int(np.prod(buf.shape)) if buf.shape else buf.nbytes // DTYPE_BYTES[buf.dtype]
-            values = raw[:count * DTYPE_BYTES[buf.dtype]].view(numpy_dtype(buf.dtype))
+            values = to_host(raw[:count * DTYPE_BYTES[buf.dtype]], buf.dtype).view(numpy_dtype(buf.dtype))
             out[buf.name] = (buf.output, values.reshape(buf.shape) if buf.shape else values)
     return out
 
@@ -101,11 +102,10 @@ def tensor_inputs(program: UnitProgram, tensors: dict[str, Tensor], overrides: d
                 raise ProgramError(f"input {_label(path)} is {array.dtype}{list(array.shape)}, tensor is "
                                    f"{lay.dtype}{list(lay.shape)}", program.source, where)
         elif t.init == "randn":
-            array = from_f32(_seeded_randn(t.name, int(np.prod(lay.shape))), lay.dtype).view(
-                numpy_dtype(lay.dtype)).reshape(lay.shape)
+            array = host_array(_seeded_randn(t.name, int(np.prod(lay.shape))), lay.dtype).reshape(lay.shape)
         else:
             continue
-        out[t.name] = to_device(array, lay)
+        out[t.name] = to_device(to_card(array, lay.dtype), lay)
     return out
 
 
@@ -118,5 +118,6 @@ def tensor_outputs(card: Card, program: UnitProgram, tensors: dict[str, Tensor])
     for t in tensors.values():
         if t.role == "output":
             buf = program.buffers[t.name]
-            out[t.name] = (Path(f"{t.name}.npy"), from_device(card.dram.read(buf.addr, buf.nbytes), t.layout))
+            raw = from_device(card.dram.read(buf.addr, buf.nbytes), t.layout)
+            out[t.name] = (Path(f"{t.name}.npy"), to_host(raw, t.layout.dtype))
     return out

@@ -7,16 +7,25 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from spyre_emu.config import load_machine
 from spyre_emu.engine import simulate
+from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.unit_program import parse_unit_program
 
 ROOT = Path(__file__).resolve().parents[1]
 # Tests simulate afresh; tests/test_memo.py turns the result cache on, in a temporary directory.
 os.environ["SPYRE_EMU_RESULT_CACHE"] = "0"
 SHARED = ROOT.parent / "shared"
+
+
+def card_fp16(values):
+    """Values as the card stores fp16 (DLFloat16: 9 fraction bits, ties away from zero), as float32:
+    what a kernel's fp16 result holds, and host fp16 data once it is on the card."""
+    values = np.asarray(values, np.float32)
+    return to_f32(from_f32(values.reshape(-1), "fp16"), "fp16").reshape(values.shape)
 
 
 def load_script(path: Path) -> ModuleType:

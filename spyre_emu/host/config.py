@@ -1,5 +1,6 @@
-"""The host model's configuration (configs/host.toml): the runtime's per-launch and per-copy costs and
-the drawer's switch and collective costs, read and checked as the card's config is (config/load.py)."""
+"""The host model's configuration (configs/host.toml): the runtime's per-launch and per-copy costs,
+the drawer's switch and collective costs and the host CPU's rate for CPU fallbacks, read and checked
+as the card's config is (config/load.py)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,23 @@ class Drawer:
 
 
 @dataclass(frozen=True)
+class Cpu:
+    """The host CPU that runs the ops the card does not (the front end's CPU fallbacks)."""
+
+    gflops: float
+    gbytes_per_s: float
+    op_us: float
+
+    def op_time_us(self, flops: int, nbytes: int) -> float:
+        """One op: its dispatch, then the longer of its arithmetic and its memory traffic (a roofline)."""
+        return self.op_us + max(flops / (self.gflops * 1e3), nbytes / (self.gbytes_per_s * 1e3))
+
+
+@dataclass(frozen=True)
 class Host:
     runtime: Runtime
     drawer: Drawer
+    cpu: Cpu
 
 
 def load_host(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Host:
@@ -49,7 +64,7 @@ def load_host(path: str | Path | None = None, overrides: list[str] | tuple[str, 
         section = getattr(host, part.name)
         for f in fields(section):
             value, key = getattr(section, f.name), f"{part.name}.{f.name}"
-            counts = f.name in ("compute_queue_entries", "max_cards") or f.name.endswith("gbytes_per_s")
+            counts = f.name in ("compute_queue_entries", "max_cards", "gflops") or f.name.endswith("gbytes_per_s")
             if value < 0 or (counts and value <= 0):
                 raise ConfigError(f"must be {'positive' if counts else 'at least 0'}, got {value}", blame(key), key)
     return host

@@ -25,7 +25,7 @@ from .load import FORMAT, parse_kernel_program
 from .ops import OPS
 from .sdsc_bundle import read_bundle
 
-# IBM's DLFloat16 (SEN169) is simulated as IEEE fp16, as numerics/ does for every fp16 tensor.
+# IBM's DLFloat16 (SEN169) is the card's fp16: numerics/ stores every fp16 tensor on the card as DLFloat16.
 DTYPES = {"SEN169_FP16": "fp16", "IEEE_FP32": "fp32"}
 
 # Keys read or understood (docs/sdsc-format.md sections 2-3); any other key becomes a note.

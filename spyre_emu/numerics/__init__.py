@@ -1,8 +1,11 @@
 """Shared leaf: device number formats as numpy conversions (bytes <-> float32).
 
-fp16 is IEEE binary16 here; the device's DLFloat16 rounding is a later refinement.
-bf16 is the upper half of a float32, rounded to nearest even. fp8 is E4M3 (OCP "FN": no
-infinities, 448 the largest value, one NaN per sign), rounded to nearest even and saturating.
+fp16 is IEEE binary16 on the host and DLFloat16 on the card (``dlfloat16.py``): ``to_f32`` and
+``from_f32`` read and write the card's bytes, ``to_card`` and ``to_host`` convert at the PCIe
+boundary (IEEE fp16 -> DLFloat16 rounds ties away from zero; back, IEEE rounds to nearest even,
+and a magnitude over 65504 becomes inf). bf16 is the upper half of a float32, rounded to nearest
+even. fp8 is E4M3 (OCP "FN": no infinities, 448 the largest value, one NaN per sign), rounded to
+nearest even and saturating.
 Host arrays of bf16 and fp8 hold their raw bits (uint16, uint8): numpy has no such types.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SpyreEmuError
+from . import dlfloat16
 
 _NUMPY = {"fp16": np.float16, "fp32": np.float32, "int8": np.int8, "int32": np.int32, "bf16": np.uint16,
           "fp8": np.uint8}
@@ -35,6 +39,8 @@ def to_f32(raw: np.ndarray, dtype: str) -> np.ndarray:
         return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     if dtype == "fp8":
         return _E4M3[raw.view(np.uint8)]
+    if dtype == "fp16":
+        return dlfloat16.decode(raw.view(np.uint16))
     return raw.view(numpy_dtype(dtype)).astype(np.float32)
 
 
@@ -47,7 +53,31 @@ def from_f32(values: np.ndarray, dtype: str) -> np.ndarray:
         return rounded.astype(np.uint16).view(np.uint8)
     if dtype == "fp8":
         return _to_e4m3(values)
+    if dtype == "fp16":
+        return dlfloat16.encode(values).view(np.uint8)
     return values.astype(numpy_dtype(dtype)).view(np.uint8)
+
+
+def to_card(array: np.ndarray, dtype: str) -> np.ndarray:
+    """A host array's elements as the card stores them (fp16: DLFloat16 codes, uint16); same shape."""
+    if dtype != "fp16":
+        return array
+    return dlfloat16.encode(np.asarray(array, np.float16).astype(np.float32)).reshape(np.shape(array))
+
+
+def to_host(elements: np.ndarray, dtype: str) -> np.ndarray:
+    """Card elements (any numpy view of their bytes) as the host array ``numpy_dtype(dtype)``."""
+    if dtype != "fp16":
+        return elements
+    with np.errstate(over="ignore"):  # over 65504: inf, as IEEE rounding gives
+        return dlfloat16.decode(elements.view(np.uint16)).astype(np.float16)
+
+
+def host_array(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values as a host array of ``dtype`` (bf16 and fp8 as their raw bits)."""
+    if dtype == "fp16":
+        return np.asarray(values, np.float32).astype(np.float16)
+    return from_f32(values, dtype).view(numpy_dtype(dtype)).reshape(np.shape(values))
 
 
 def _to_e4m3(values: np.ndarray) -> np.ndarray:
@@ -62,11 +92,12 @@ def _to_e4m3(values: np.ndarray) -> np.ndarray:
 
 
 def value_range(dtype: str) -> tuple[float, float]:
-    """The finite values ``dtype`` holds (bf16: float32's exponent range; fp8 E4M3: up to 448)."""
+    """The finite values ``dtype`` holds on the card (fp16: DLFloat16's, to 8.6e9; bf16: float32's
+    exponent range; fp8 E4M3: up to 448)."""
     if dtype in ("int8", "int32"):
         info = np.iinfo(_NUMPY[dtype])
         return float(info.min), float(info.max)
-    top = {"fp16": 65504.0, "fp8": 448.0}.get(dtype, float(np.finfo(np.float32).max))
+    top = {"fp16": dlfloat16.MAX, "fp8": 448.0}.get(dtype, float(np.finfo(np.float32).max))
     return -top, top
 
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from spyre_emu.numerics import from_f32, to_f32
+from spyre_emu.numerics import from_f32, to_card, to_f32, to_host
 from spyre_emu.pipeline import load_program, run
 from spyre_emu.unit_program.opcodes import SFU_OPS
 from tests.conftest import ROOT, load_script, program
@@ -83,8 +83,9 @@ def test_sfu_op_matches_numpy(tmp_path, tiny, op):
 
 @pytest.mark.parametrize("narrow_to", ["fp16", "bf16"])
 def test_casts_are_exact_as_numpy_astype(tmp_path, tiny, narrow_to):
-    """fp16 -> fp32 (widen_lo, widen_hi: each input stick's halves) is exact; fp32 -> fp16 or bf16
-    (narrow: two sticks into one) rounds to nearest even, as numpy's astype (and numerics' bf16) do."""
+    """fp16 -> fp32 (widen_lo, widen_hi: each input stick's halves) is exact for what the card holds
+    (x as DLFloat16); fp32 -> fp16 or bf16 (narrow: two sticks into one) rounds as numerics does:
+    DLFloat16 ties away from zero, bf16 to nearest even."""
     n, rng = 3, np.random.default_rng(2)
     x = (rng.standard_normal((n, 64)) * 100).astype(np.float16)
     w = (rng.standard_normal((2 * n, 32)) * 100).astype(np.float32)
@@ -101,11 +102,11 @@ def test_casts_are_exact_as_numpy_astype(tmp_path, tiny, narrow_to):
                    {"x": _buf(x), "w": _buf(w, "fp32"), "y": _buf(np.zeros((2 * n, 32), np.float32), "fp32", "y.npy"),
                     "z": _buf(z, narrow_to, "z.npy")})
     out = _run(tmp_path, tiny, data, {"x": x, "w": w})
-    np.testing.assert_array_equal(out["y"], np.concatenate([x[:, :32], x[:, 32:]]).astype(np.float32))
+    held = to_f32(from_f32(x, "fp16"), "fp16").reshape(x.shape)
+    np.testing.assert_array_equal(out["y"], np.concatenate([held[:, :32], held[:, 32:]]))
     want = np.concatenate([w[:n], w[n:]], 1)
-    np.testing.assert_array_equal(out["z"].reshape(-1).view(np.uint8), from_f32(want.reshape(-1), narrow_to))
-    if narrow_to == "fp16":
-        np.testing.assert_array_equal(out["z"], want.astype(np.float16))
+    np.testing.assert_array_equal(to_card(out["z"], narrow_to).reshape(-1).view(np.uint8),
+                                  from_f32(want.reshape(-1), narrow_to))
 
 
 def test_broadcast_operand(tmp_path, tiny):
@@ -185,7 +186,8 @@ def test_fifo_stream_through_sfu(tmp_path, tiny):
              "fifo2lx0": [{"op": "fifo2lx", "lx": 4096, "bytes": 6 * STICK, "signal": ["done"]}],
              "store": [{"op": "store", "lx": 4096, "dram": "y", "bytes": 6 * STICK, "wait": ["done"]}]}
     data = program({0: units}, {"x": _buf(x), "y": _buf(x, output="y.npy")})
-    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], np.maximum(x, 0))
+    held = to_host(to_card(x, "fp16"), "fp16")  # linspace's steps need more than DLFloat16's 9 fraction bits
+    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], np.maximum(held, 0))
 
 
 def test_ring_send_moves_bytes(tmp_path, tiny):

@@ -37,6 +37,46 @@ def test_linear_relu_matches_eager_and_reports(check):
     assert "batchmatmul" in rep.to_text()
 
 
+class _Generator(torch.nn.Module):
+    """A module with a generate method that calls itself step by step, as Hugging Face's does."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = _mlp()
+
+    def forward(self, x):
+        return self.mlp(x)[:, :64]
+
+    def generate(self, x, steps):
+        for _ in range(steps):
+            x = self(x)
+        return x
+
+
+def test_compiled_generate_runs_the_compiled_forward():
+    """compiled.generate was the original module's method calling the eager module: no report."""
+    model, x = _Generator(), torch.randn(16, 64).half()
+    with torch.no_grad():
+        want = model.generate(x, 2)
+        with capture() as reports:
+            got = torch.compile(model, backend="spyre_emu", dynamic=False).generate(x, 2)
+        assert len(reports) == 2
+        torch.testing.assert_close(got, want, atol=5e-3, rtol=5e-3)
+        assert "forward" not in model.__dict__  # the module's own forward is back
+        with capture() as reports:
+            torch.compile(model, backend="eager").generate(x, 2)  # other backends: untouched
+        assert reports == []
+
+
+def test_a_new_shape_recompiles_static_without_dynamic_false():
+    """Dynamo's automatic dynamic shapes turned the second shape into a dynamic graph, which is refused."""
+    compiled = torch.compile(lambda x: x.exp(), backend="spyre_emu")
+    with torch.no_grad(), capture() as reports:
+        for rows in (4, 8, 16):
+            compiled(torch.randn(rows, 64).half())
+    assert len(reports) == 3
+
+
 def test_timing_only_matches_functional_timing():
     model, x = _mlp(), torch.randn(16, 64).half()
     with torch.no_grad(), capture() as reports:

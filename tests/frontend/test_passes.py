@@ -14,6 +14,7 @@ from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.errors import SpyreEmuError  # noqa: E402
+from spyre_emu.host import load_host  # noqa: E402
 from tests.conftest import require_shared  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -75,9 +76,14 @@ def test_unsupported_op_falls_back_with_a_warning_and_a_price(check):
     assert {c["direction"] for c in rep.crossings} == {"d2h", "h2d"}
     assert rep.total_cycles > sum(k["cycles"] for k in rep.kernels)
     assert [f["flops"] for f in rep.fallbacks] == [4 * 64] * 2  # one per output element
-    assert all(f["cpu_us"] > 0 for f in rep.fallbacks)  # CPU tensors: the call ran them here
+    assert [f["bytes"] for f in rep.fallbacks] == [2 * 4 * 64 * 2] * 2  # fp16 in and out
+    cpu = load_host().cpu  # each: its dispatch, then 512 B in and 512 B out at the host's rate (> 256 FLOPs)
+    assert [f["cpu_us"] for f in rep.fallbacks] == [round(cpu.op_us + 1024 / (cpu.gbytes_per_s * 1e3), 6)] * 2
+    assert rep.cpu_us == round(2 * rep.fallbacks[0]["cpu_us"], 6)
+    assert rep.latency_us == round(rep.total_cycles / load_machine().clock.ghz / 1000 + rep.cpu_us, 6)
+    assert all(f["measured_us"] > 0 for f in rep.fallbacks)  # CPU tensors: the call ran them here
     assert rep.card_flop_share == 0.5  # exp and tanh on the card, 256 each; the two cumsums on the CPU
-    assert "50.0% of the FLOPs on the card" in rep.to_text().splitlines()[0]
+    assert rep.to_text().startswith("spyre_emu: 50.0% of the FLOPs on the card; ")
     assert [str(w.message) for w in caught] == [  # one line for the compiled graph
         "spyre_emu: 2 ops on the CPU: aten.cumsum.default×2 (no kernel for this op); see last_report().fallbacks"]
 
@@ -151,5 +157,6 @@ def test_matmul_flops_and_fallbacks_on_meta_tensors():
     rep = last_report()
     matmul, cumsum = 2 * 8 * 128 * 64, 8 * 128
     assert rep.fallbacks[0]["flops"] == cumsum
-    assert rep.fallbacks[0]["cpu_us"] is None
+    assert rep.fallbacks[0]["measured_us"] is None
+    assert rep.fallbacks[0]["cpu_us"] > 0  # priced all the same
     assert rep.card_flop_share == round(matmul / (matmul + cumsum), 6)

@@ -13,6 +13,7 @@ from spyre_emu.frontend.views import Order, accepted, is_grouping, permuted, pla
 from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.kernel_program import parse_kernel_program  # noqa: E402
 from spyre_emu.lowering import lower  # noqa: E402
+from spyre_emu.numerics import to_card, to_host  # noqa: E402
 from spyre_emu.pipeline import Program, run  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -109,7 +110,7 @@ HEADS = [  # (base, view shape, perm, device shape of the base, device shape wan
 def test_attention_views_on_the_simulator(base, shape, perm, dx, dy, kernels):
     steps = plan(_view(base, shape, perm), dx, dy)
     assert len(steps) == kernels
-    x = np.random.default_rng(2).standard_normal(dx).astype(np.float16)
+    x = to_host(to_card(np.random.default_rng(2).standard_normal(dx).astype(np.float16), "fp16"), "fp16")  # card-held
     tensors = {"t0": {"shape": list(dx), "dtype": "fp16", "role": "input"}}
     program = []
     for i, (_, q, y) in enumerate(steps, start=1):

@@ -27,6 +27,12 @@ def test_default_call_matches_eager(name):
         got = zoo.first_output(torch.compile(model, backend="spyre_emu", dynamic=False)(**inputs))
         want = zoo.first_output(reference(**{k: v.float() if v.is_floating_point() else v for k, v in inputs.items()}))
     assert not got.isnan().any()
+    ties = sorted(zoo.near_router_ties(model, inputs))  # mixtral: position 10 (logits 5.3e-5 apart in layer 1)
+    assert len(ties) <= zoo.SEQ // 8
+    if ties:  # the card may route these tokens to the other expert: judged on the rest, scaled as a whole
+        keep = [p for p in range(got.shape[1]) if p not in ties]
+        scale = want.float().abs().max()
+        got, want = got[:, keep] / scale, want[:, keep] / scale
     assert_matches(got, want)
     if got.dim() > 2:  # token or patch positions: the largest logit is the same everywhere
         assert torch.equal(got.float().argmax(-1), want.argmax(-1))
@@ -37,16 +43,24 @@ def test_default_call_matches_eager(name):
 
 @pytest.mark.parametrize("cache", ["dynamic", "static"])
 def test_generate_matches_eager_token_for_token(cache):
-    """Greedy generation with the compiled forward: the same tokens as eager, every step simulated (more
-    steps than Dynamo's default recompile limit of 8, each new length a graph of its own)."""
+    """Greedy generation, the same tokens as eager and every step simulated (more steps than Dynamo's
+    default recompile limit of 8, each new length a graph of its own). With the default DynamicCache
+    as people write it, ``torch.compile(model).generate(...)`` (the module's generate runs its
+    compiled forward, and the module's own forward is back afterwards); with a static cache through
+    ``model.forward = torch.compile(model.forward)``."""
     model, inputs = zoo.build("llama")
     ids, steps = inputs["input_ids"][:, :8], 10
     extra = {"cache_implementation": "static"} if cache == "static" else {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = model.generate(ids, max_new_tokens=steps, do_sample=False, **extra)
-        model.forward = torch.compile(model.forward, backend="spyre_emu", dynamic=False)
+        if cache == "static":
+            model.forward = torch.compile(model.forward, backend="spyre_emu", dynamic=False)
+            generate = model.generate
+        else:
+            generate = torch.compile(model, backend="spyre_emu", dynamic=False).generate
         with capture() as reports:
-            got = model.generate(ids, max_new_tokens=steps, do_sample=False, **extra)
+            got = generate(ids, max_new_tokens=steps, do_sample=False, **extra)
     assert torch.equal(got, want)
     assert len(reports) == steps
+    assert ("forward" in model.__dict__) == (cache == "static")

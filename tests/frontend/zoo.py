@@ -4,6 +4,7 @@ benchmarks/model_zoo.py."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +142,23 @@ def build(name: str) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     make, inputs, _ = MODELS[name]
     torch.manual_seed(0)
     return make().half().eval(), {k: v.half() if v.is_floating_point() else v for k, v in inputs().items()}
+
+
+def near_router_ties(model: nn.Module, inputs: dict[str, torch.Tensor]) -> set[int]:
+    """Token positions where a mixture-of-experts router is a near tie in float32: the last chosen and
+    the first unchosen expert's logits within two DLFloat16 steps (2 * 2^-9 of their magnitude). The
+    card rounds its logits to DLFloat16 and may route such a token to the other expert, as it would."""
+    model, logits = copy.deepcopy(model).float(), []
+    for module in model.modules():
+        if type(module).__name__.endswith("TopKRouter"):
+            module.register_forward_hook(lambda m, i, out: logits.append(out[0] if isinstance(out, tuple) else out))
+    with torch.no_grad():
+        model(**{k: v.float() if v.is_floating_point() else v for k, v in inputs.items()})
+    k, ties = model.config.num_experts_per_tok if logits else 0, set()
+    for layer in logits:
+        top = layer.reshape(-1, layer.shape[-1]).float().sort(-1, descending=True).values[:, k - 1:k + 1]
+        ties |= set(torch.nonzero(top[:, 0] - top[:, 1] <= 2 ** -8 * top.abs().amax(-1)).flatten().tolist())
+    return ties
 
 
 def first_output(out: Any) -> torch.Tensor:

@@ -115,3 +115,11 @@ def test_bad_host_input_is_one_line():
         load_host(None, ["runtime.compute_queue_entries=0"])
     with pytest.raises(ConfigError, match="--set runtime.patch_us=-1: runtime.patch_us: must be at least 0"):
         load_host(None, ["runtime.patch_us=-1"])
+
+
+def test_a_cpu_op_is_its_dispatch_then_the_longer_of_arithmetic_and_memory():
+    cpu = load_host(None, ["cpu.gflops=100", "cpu.gbytes_per_s=10", "cpu.op_us=5"]).cpu
+    assert cpu.op_time_us(2_000_000, 100_000) == 5 + 20.0   # 2 MFLOP at 100 GFLOP/s: 20 us > 100 kB at 10 GB/s
+    assert cpu.op_time_us(1_000, 300_000) == 5 + 30.0       # memory-bound: 300 kB at 10 GB/s
+    with pytest.raises(ConfigError, match="cpu.gflops: must be positive, got 0"):
+        load_host(None, ["cpu.gflops=0"])

@@ -7,6 +7,7 @@ import pytest
 
 from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
+from tests.conftest import card_fp16
 
 
 def _write(tmp_path, tensors, kernels, arrays):
@@ -24,7 +25,8 @@ def _t(shape, role, space="dram"):
 
 
 def _randn(shape, seed):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
+    """fp16 values the card holds as they are (DLFloat16), so that references start from the same data."""
+    return card_fp16(np.random.default_rng(seed).standard_normal(shape)).astype(np.float16)
 
 
 @pytest.mark.parametrize(("a_shape", "b_shape"), [((1, 129), (63, 129)), ((63, 1), (63, 129)),
@@ -39,7 +41,7 @@ def test_either_input_broadcasts_over_size_one_dims(tmp_path, spyre, a_shape, b_
                   [{"op": "sub", "inputs": ["a", "b"], "outputs": ["y"], "dims": dims, "work_division": division}],
                   {"a": a, "b": b})
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
-    np.testing.assert_allclose(got.astype(np.float32), (a.astype(np.float32) - b).astype(np.float16), atol=2e-3)
+    np.testing.assert_allclose(got.astype(np.float32), card_fp16(a.astype(np.float32) - b), atol=2e-3)
 
 
 def test_layernormnorm_with_broadcast_statistics_and_affine(tmp_path, spyre):
@@ -77,7 +79,7 @@ def test_chain_through_dram_or_lx_gives_the_same_values(tmp_path, spyre, space):
     path, x = _chain(tmp_path, space)
     got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
     f = x.astype(np.float32)
-    np.testing.assert_allclose(got, np.exp(f + 1).astype(np.float16).astype(np.float32) - f, rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(got, card_fp16(np.exp(card_fp16(f + 1))) - f, rtol=5e-3, atol=5e-3)
 
 
 def test_lx_intermediates_skip_dram_and_finish_sooner(tmp_path, spyre):
@@ -165,7 +167,7 @@ def test_placement_fixes_dram_addresses_and_lx_offsets(tmp_path, spyre):
     assert min(i.args["out"] for i in writes) == 512 * 1024
     got = run(program, spyre, functional=True).outputs["y"].astype(np.float32)
     f = x.astype(np.float32)
-    np.testing.assert_allclose(got, np.exp(f + 1).astype(np.float16).astype(np.float32) - f, rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(got, card_fp16(np.exp(card_fp16(f + 1))) - f, rtol=5e-3, atol=5e-3)
 
 
 @pytest.mark.parametrize(("tensor", "field", "value", "words"), [

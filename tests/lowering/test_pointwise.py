@@ -12,7 +12,7 @@ from spyre_emu.kernel_program.ops import OPS
 from spyre_emu.lowering import FAMILIES
 from spyre_emu.numerics import from_f32, to_f32
 from spyre_emu.pipeline import load, run
-from tests.conftest import ROOT
+from tests.conftest import ROOT, card_fp16
 
 POINTWISE = sorted(op for op, spec in OPS.items() if spec.family == "pointwise")
 REFERENCE = {
@@ -59,9 +59,8 @@ def test_reference_covers_every_pointwise_op():
 def test_values_match_numpy(tmp_path, spyre, op, shape, slices):
     path, arrays = _program(tmp_path, op, shape, slices)
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
-    want = REFERENCE[op](*(a.astype(np.float32) for a in arrays.values()))
-    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float16).astype(np.float32),
-                               rtol=3e-3, atol=3e-3)
+    want = REFERENCE[op](*(card_fp16(a) for a in arrays.values()))  # the inputs as the card holds them
+    np.testing.assert_allclose(got.astype(np.float32), card_fp16(want), rtol=3e-3, atol=3e-3)
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "rsqrt", "exp", "cos", "where3", "greater"])
@@ -88,8 +87,8 @@ def test_chained_kernels_with_different_divisions(tmp_path, spyre):
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                                 "kernels": kernels}))
     got = run(load(path, spyre), spyre, functional=True).outputs["d"]
-    a, b = (_seeded_randn(n, 63 * 129).astype(np.float16).reshape(63, 129).astype(np.float32) for n in "ab")
-    want = np.exp((a + b).astype(np.float16).astype(np.float32))
+    a, b = (card_fp16(_seeded_randn(n, 63 * 129).astype(np.float16)).reshape(63, 129) for n in "ab")  # on the card
+    want = np.exp(card_fp16(a + b))
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=3e-3, atol=3e-3)
 
 

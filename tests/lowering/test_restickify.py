@@ -7,10 +7,12 @@ import pytest
 
 from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
+from tests.conftest import card_fp16
 
 
 def _program(tmp_path, shape, order, slices, dtype="fp16"):
-    x = np.random.default_rng(8).standard_normal(shape).astype(np.float16 if dtype == "fp16" else np.float32)
+    x = np.random.default_rng(8).standard_normal(shape)
+    x = card_fp16(x).astype(np.float16) if dtype == "fp16" else x.astype(np.float32)  # values the card holds
     np.save(tmp_path / "x.npy", x)
     dims = {f"d{i}": n for i, n in enumerate(shape)}
     data = {"format": "spyre-emu.kernel-program", "version": 1,
@@ -43,7 +45,7 @@ def test_fp32_blocks_are_32_lanes(tmp_path, spyre):
 
 
 def _permute_program(tmp_path, shape, perm, out_shape, slices=None):
-    x = np.random.default_rng(9).standard_normal(shape).astype(np.float16)
+    x = card_fp16(np.random.default_rng(9).standard_normal(shape)).astype(np.float16)  # values the card holds
     np.save(tmp_path / "x.npy", x)
     dims = {f"d{i}": n for i, n in enumerate(out_shape)}
     kernel = {"op": "ReStickifyOpHBM", "inputs": ["x"], "outputs": ["y"], "dims": dims,

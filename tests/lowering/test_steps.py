@@ -8,10 +8,11 @@ import pytest
 
 from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
+from tests.conftest import card_fp16
 
 
 def _program(tmp_path, op, steps, shape=(64, 1024), division=None):
-    x = np.random.default_rng(2).standard_normal(shape).astype(np.float16)
+    x = card_fp16(np.random.default_rng(2).standard_normal(shape)).astype(np.float16)  # values the card holds
     np.save(tmp_path / "x.npy", x)
     y_shape = [shape[0], 1] if op == "sum" else list(shape)
     kernel = {"op": op, "inputs": ["x"], "outputs": ["y"], "dims": {"mb": shape[0], "out": shape[1]},
@@ -37,7 +38,11 @@ def test_steps_set_the_chunks_and_keep_the_values(tmp_path, spyre, op, steps):
     e = np.exp(f - f.max(-1, keepdims=True))
     want = {"exp": np.exp(f), "sum": f.sum(-1, keepdims=True), "softmax": e / e.sum(-1, keepdims=True)}
     got = run(program, spyre, functional=True).outputs["y"].astype(np.float32)
-    np.testing.assert_allclose(got, want[op], rtol=1e-2, atol=2e-2)
+    if op == "sum":  # each step's partial sum is stored as fp16: off by up to half a DLFloat16 step, 2^-10 of it
+        partials = np.cumsum(np.stack(np.split(f, steps, -1)).sum(-1), 0)
+        np.testing.assert_allclose(got[:, 0], want[op][:, 0], rtol=0, atol=steps * 2.0 ** -10 * np.abs(partials).max())
+    else:
+        np.testing.assert_allclose(got, want[op], rtol=1e-2, atol=2e-2)
 
 
 def test_too_few_steps_overflow_lx(tmp_path, spyre):

@@ -1,0 +1,54 @@
+"""``torch.compile(model, backend="spyre_emu").generate(...)``: generation through the compiled forward.
+
+torch's ``OptimizedModule`` hands every attribute it does not own to the original module, so
+``compiled.generate`` is the original module's method, which calls the original, eager module: no
+step would be simulated. For modules compiled with this backend, ``generate`` is that same method
+run with the module's ``forward`` compiled by the same Dynamo context (backend, options,
+``dynamic``) for the call's duration, which is what ``model.forward = torch.compile(model.forward)``
+does; the module's own ``forward`` is back afterwards. Other backends' modules are untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from torch._dynamo.eval_frame import OptimizedModule, innermost_backend
+
+METHODS = ("generate",)  # methods that call the module's forward step by step
+
+
+def install(backend: Callable[..., Any]) -> None:
+    """Route ``METHODS`` of modules compiled with ``backend`` through their compiled forward (once)."""
+    plain = OptimizedModule.__getattr__
+    if getattr(plain, "_spyre_emu", False):
+        return
+
+    @functools.wraps(plain)
+    def getattr_(self: OptimizedModule, name: str) -> Any:
+        value = plain(self, name)
+        if name in METHODS and callable(value) and _compiled_with(self, backend):
+            return functools.partial(_with_compiled_forward, self, value)
+        return value
+
+    getattr_._spyre_emu = True
+    OptimizedModule.__getattr__ = getattr_
+
+
+def _compiled_with(module: OptimizedModule, backend: Callable[..., Any]) -> bool:
+    inner = innermost_backend(module.dynamo_ctx.callback)
+    return getattr(inner, "compiler_fn", inner) is backend
+
+
+def _with_compiled_forward(module: OptimizedModule, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    original = module._orig_mod
+    own = original.__dict__.get("forward")  # a forward set on the instance (already compiled, perhaps)
+    original.forward = module.dynamo_ctx(own if own is not None else original.forward)
+    try:
+        return method(*args, **kwargs)
+    finally:
+        if own is None:
+            del original.forward
+        else:
+            original.forward = own

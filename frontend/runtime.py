@@ -40,6 +40,14 @@ class CompiledGraph:
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
+        outputs, rep = self.run(*args)
+        report.publish(rep)
+        if self.options.print_report:
+            sys.stdout.write(rep.to_text())
+        return outputs
+
+    def run(self, *args: Any) -> tuple[Any, report.FrontendReport]:
+        """The outputs and the report of one call, not published (the emulated device keeps its own)."""
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         functional = self.options.functional and not any(t.is_meta for t in tensors)
         self._inputs: list[dict[str, np.ndarray]] = []
@@ -48,10 +56,7 @@ class CompiledGraph:
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
                            self.compiled.crossings, self.machine, self._inputs, self._host_us)
-        report.publish(rep)
-        if self.options.print_report:
-            sys.stdout.write(rep.to_text())
-        return outputs
+        return outputs, rep
 
     def _segments(self) -> list[tuple[int, Segment]]:
         return [(i, s) for i, s in enumerate(self.compiled.steps) if isinstance(s, Segment)]

@@ -1,0 +1,169 @@
+"""The emulated device after OpenReg's checklist: registration, factories and copies, views and
+strides, memory statistics and OOM, eager ops on the card and their fallbacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend.device import register_device, report, state  # noqa: E402
+
+from tests.conftest import ROOT  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+UNREGISTERED = """
+import torch, spyre_emu, spyre_emu.frontend, spyre_emu.frontend.device
+assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+assert not hasattr(torch, "spyre") and not hasattr(torch.Tensor, "spyre")
+try:
+    torch.device("spyre")
+except RuntimeError:
+    pass
+else:
+    raise AssertionError("the device exists without register_device()")
+assert torch.ones(2).add(1).sum().item() == 4.0
+"""
+
+
+def test_importing_registers_nothing():
+    done = subprocess.run([sys.executable, "-c", UNREGISTERED], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_registration(device):
+    assert device == "spyre"
+    assert register_device() == device  # idempotent
+    assert torch._C._get_privateuse1_backend_name() == device
+    assert torch.spyre.is_available()
+    assert torch.spyre.device_count() == 1
+    assert torch.spyre.current_device() == 0
+    t = torch.empty(2, device=device)
+    assert t.device == torch.device(device, 0)
+    assert t.device.type == device
+    assert t.is_spyre
+
+
+def test_factories_and_copies_round_trip(device):
+    x = torch.randn(3, 5, dtype=torch.float16)
+    d = x.to(device)
+    assert d.device.type == device
+    assert d.dtype == torch.float16
+    assert d.shape == (3, 5)
+    assert torch.equal(d.cpu(), x)
+    assert torch.equal(torch.zeros(4, device=device).cpu(), torch.zeros(4))
+    assert torch.equal(torch.full((2, 2), 3.0, device=device).cpu(), torch.full((2, 2), 3.0))
+    assert torch.equal(torch.arange(6, device=device).cpu(), torch.arange(6))
+    y = torch.empty_like(d).copy_(x)  # host -> card into an existing tensor
+    assert torch.equal(y.cpu(), x)
+    z = torch.empty_like(d).copy_(d)  # card -> card
+    assert torch.equal(z.cpu(), x)
+    assert d.float().dtype == torch.float32
+    assert torch.equal(d.float().cpu(), x.float())
+    assert d[1, 2].item() == x[1, 2].item()
+
+
+def test_copies_are_timed_on_pcie(device):
+    """A copy to the card of 1 MiB: the host model's PCIe time, latency plus bytes with TLP overhead
+    (512 B payloads + 24 B: 1,048,576 * 536 / 512 = 1,097,728 B at 63 GB/s = 17.4243 us) + 1 us latency."""
+    dev = state.current()
+    before = len(dev.log.entries)
+    torch.empty(1 << 18, device=device).copy_(torch.ones(1 << 18))
+    copies = [e.op for e in dev.log.entries[before:] if type(e.op).__name__ == "Copy"]
+    assert [(c.direction, c.nbytes) for c in copies] == [("h2d", 1 << 20)]
+    spans = [s for s in dev.log.timeline().spans if s.index == before + len(dev.log.entries[before:]) - 1]
+    assert len(spans) == 1
+    assert spans[0].end - spans[0].start == pytest.approx(1100 / 1.1 / 1000 + (1 << 20) * 536 / 512 / 63000)
+
+
+def test_views_and_strides_share_bytes(device):
+    x = torch.arange(12.0).reshape(3, 4)
+    d = x.to(device)
+    t = d.t()
+    assert t.shape == (4, 3)
+    assert t.stride() == (1, 4)
+    assert not t.is_contiguous()
+    assert t.data_ptr() == d.data_ptr()
+    assert torch.equal(t.cpu(), x.t())
+    row = d[1]
+    assert row.storage_offset() == 4
+    row.fill_(-1.0)  # writes through the view
+    x[1] = -1.0
+    assert torch.equal(d.cpu(), x)
+    assert torch.equal(d.view(2, 6).cpu(), x.view(2, 6))
+    assert torch.equal(d[:, 1::2].contiguous().cpu(), x[:, 1::2])
+    assert torch.equal(d.unsqueeze(0).expand(2, 3, 4).cpu(), x.expand(2, 3, 4))
+
+
+def test_memory_statistics(device):
+    torch.spyre.empty_cache()
+    base = torch.spyre.memory_allocated()
+    torch.spyre.reset_peak_memory_stats()
+    a = torch.empty(100, dtype=torch.float16, device=device)  # 200 B -> two 128 B blocks
+    assert torch.spyre.memory_allocated() - base == 256
+    b = torch.empty(64, dtype=torch.float16, device=device)   # exactly one block
+    assert torch.spyre.memory_allocated() - base == 384
+    view = a[10:]
+    del a
+    assert torch.spyre.memory_allocated() - base == 384  # the view keeps the allocation
+    del view, b
+    assert torch.spyre.memory_allocated() == base
+    assert torch.spyre.max_memory_allocated() - base == 384
+    assert torch.spyre.memory_stats()["capacity_bytes"] == state.current().machine.dram.size_bytes
+
+
+OOM = """
+import torch
+from spyre_emu.frontend.device import register_device
+name = register_device(overrides=("dram.size_bytes=1048576",))
+keep = torch.empty(1 << 17, device=name)      # 512 KiB of the 1 MiB card
+try:
+    torch.empty(1 << 18, device=name)         # 1 MiB more
+except RuntimeError as exc:
+    print(exc)
+"""
+
+
+def test_out_of_memory_is_one_clear_error():
+    done = subprocess.run([sys.executable, "-c", OOM], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "out of memory on the simulated card: 1048576 B requested, 524288 B free of 1048576 B" in done.stdout
+
+
+def test_eager_ops_run_on_the_card(device):
+    x = torch.randn(8, 64, dtype=torch.float16)
+    w = torch.randn(64, 32, dtype=torch.float16)
+    d, dw = x.to(device), w.to(device)
+    before = report().launches
+    got = torch.relu(d @ dw + 1.0).cpu()
+    want = torch.relu(x.float() @ w.float() + 1.0)
+    torch.testing.assert_close(got.float(), want, atol=0.05, rtol=5e-3)
+    assert report().launches > before
+    kernels = report().kernels
+    assert kernels["aten.mm.default"] >= 1
+    assert kernels["aten.relu.default"] >= 1
+
+
+def test_in_place_ops_write_their_argument(device):
+    x = torch.randn(4, 64, dtype=torch.float16)
+    d = x.to(device)
+    ptr = d.data_ptr()
+    assert d.mul_(2.0) is d
+    assert d.data_ptr() == ptr
+    torch.testing.assert_close(d.cpu(), x * 2)
+
+
+def test_fallbacks_are_counted_and_named(device):
+    ids = torch.tensor([[3, 1, 2]]).to(device)
+    emb = torch.randn(4, 8).to(device)
+    out = torch.nn.functional.embedding(ids, emb)
+    assert torch.equal(out.cpu(), torch.nn.functional.embedding(ids.cpu(), emb.cpu()))
+    fallbacks = report().fallbacks
+    assert any(op.startswith("aten.index_select") for op, _ in fallbacks)  # what embedding runs as
+    assert all(reason for _, reason in fallbacks)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,19 @@ TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.flo
 SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
 
 
+class Residence(Protocol):
+    """Where a registered device keeps its tensors' bytes (frontend/device): a compiled graph reads
+    device tensors in place and leaves its outputs there, with no host round trip."""
+
+    def holds(self, t: Any) -> bool: ...
+    def host_view(self, t: torch.Tensor) -> torch.Tensor: ...
+    def to_device(self, t: torch.Tensor) -> torch.Tensor: ...
+    def ran(self, rep: report.FrontendReport) -> None: ...
+
+
+RESIDENCE: list[Residence] = []   # empty unless spyre_emu.frontend.device.register_device() ran
+
+
 class CompiledGraph:
     """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
 
@@ -40,7 +53,13 @@ class CompiledGraph:
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
+        device = next((d for d in RESIDENCE if any(d.holds(a) for a in args)), None)
+        if device is not None:
+            args = tuple(device.host_view(a) if device.holds(a) else a for a in args)
         outputs, rep = self.run(*args)
+        if device is not None:
+            outputs = [device.to_device(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+            device.ran(rep)
         report.publish(rep)
         if self.options.print_report:
             sys.stdout.write(rep.to_text())

@@ -17,6 +17,7 @@ from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.host import load_host
 
+from ..runtime import RESIDENCE
 from . import module, state
 from .dispatch import fallback
 from .report import DeviceReport, report
@@ -48,4 +49,5 @@ def register_device(machine: str | None = None, overrides: tuple[str, ...] = ())
     library.fallback(fallback, "PrivateUse1")
     _LIBRARY.append(library)
     state.install(dev)
+    RESIDENCE.append(dev)
     return name

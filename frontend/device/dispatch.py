@@ -73,10 +73,7 @@ def _to_device(dev: state.Device, result: Any, inputs: list[torch.Tensor]) -> An
     def place(r: Any) -> Any:
         if not isinstance(r, torch.Tensor) or r.device.type != "cpu":
             return r
-        owner = dev.store.owner(r)
-        if owner is not None:
-            return dev.store.tensor_on(owner.device, r)
-        return dev.store.adopt(r.clone() if r.untyped_storage().data_ptr() in cpu_storages else r)
+        return dev.store.place(r.clone() if r.untyped_storage().data_ptr() in cpu_storages else r)
     return tree_map(place, result)
 
 

@@ -52,6 +52,7 @@ class Eager:
     def __init__(self, machine: Machine):
         self.machine = machine
         self.plans: dict[Any, _Plan] = {}
+        self.decompositions = decompositions()
 
     def run(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Ran]:
         target, original = _functional(op), kwargs
@@ -87,7 +88,7 @@ class Eager:
             out = op(*args, **kwargs)
             return list(out) if isinstance(out, tuple | list) else [out]
         try:
-            gm = make_fx(call, decomposition_table=decompositions(), tracing_mode="fake")(*tensors)
+            gm = make_fx(call, decomposition_table=self.decompositions, tracing_mode="fake")(*tensors)
         except (RuntimeError, TypeError, NotImplementedError) as exc:
             return _Plan(None, f"not traceable to one ATen graph ({' '.join(str(exc).split())[:120]})")
         try:

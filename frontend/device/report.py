@@ -24,7 +24,6 @@ class DeviceReport:
     fallbacks: dict[tuple[str, str], int]   # (op, reason) -> count
     memory_allocated: int
     max_memory_allocated: int
-    trace: list[dict[str, Any]]
 
     @property
     def fallback_count(self) -> int:
@@ -40,7 +39,9 @@ class DeviceReport:
         return "\n".join(lines) + "\n"
 
     def chrome_trace(self) -> str:
-        return json.dumps({"traceEvents": self.trace, "deviceProperties": device_properties(state.current().machine)})
+        """The device's timeline so far, for Perfetto or IBM's trace analyzer (acelyzer)."""
+        dev = state.current()
+        return json.dumps({"traceEvents": _trace(dev), "deviceProperties": device_properties(dev.machine)})
 
 
 def report() -> DeviceReport:
@@ -57,7 +58,7 @@ def report() -> DeviceReport:
     dev.store.sweep()
     memory = dev.store.memory.stats
     return DeviceReport(round(timeline.end_us, 6), sum(kernels.values()), kernels, copies, dict(dev.log.fallbacks),
-                        memory.allocated, memory.peak, _trace(dev))
+                        memory.allocated, memory.peak)
 
 
 def _trace(dev: state.Device) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import torch
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.host import Host
 
+from ..report import FrontendReport
 from .eager import Eager
 from .log import Log
 from .memory import CardMemory
@@ -47,6 +48,21 @@ class Device:
 
     def copy(self, direction: str, nbytes: int) -> None:
         self.log.copy(direction, nbytes, self.stream, "copy")
+
+    # The front end's Residence (runtime.py): compiled graphs on device tensors.
+    def holds(self, t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.device.type == self.name
+
+    def host_view(self, t: torch.Tensor) -> torch.Tensor:
+        return self.store.host_view(t)
+
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        return self.store.place(t)
+
+    def ran(self, rep: FrontendReport) -> None:
+        self.log.launch("compiled graph", rep.latency_us, self.stream, rep)
+        for f in rep.fallbacks:
+            self.log.fallback(f["op"], f["reason"])
 
     def copy_on_card(self, nbytes: int) -> None:
         """A copy within the card: every stick read and written once at the DRAM's peak (all channels

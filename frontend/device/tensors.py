@@ -58,6 +58,11 @@ class Store:
         """A new allocation holding ``data``'s storage (no copy), and the device tensor over it."""
         return self.tensor_on(self._allocate(data.untyped_storage()), data)
 
+    def place(self, data: torch.Tensor) -> torch.Tensor:
+        """``data`` as a device tensor: over the allocation whose bytes it views, else adopted."""
+        owner = self.owner(data)
+        return self.tensor_on(owner.device, data) if owner is not None else self.adopt(data)
+
     def repoint(self, t: torch.Tensor, data: torch.Tensor) -> None:
         """After an op resized ``t``'s host view into ``data`` (an ``out=`` argument): ``t`` takes its
         geometry, over a new allocation when the bytes moved."""

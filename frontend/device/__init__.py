@@ -18,7 +18,7 @@ from spyre_emu.errors import SpyreEmuError
 from spyre_emu.host import load_host
 
 from ..runtime import RESIDENCE
-from . import module, state
+from . import module, serialization, state
 from .dispatch import fallback
 from .report import DeviceReport, report
 
@@ -49,5 +49,6 @@ def register_device(machine: str | None = None, overrides: tuple[str, ...] = ())
     library.fallback(fallback, "PrivateUse1")
     _LIBRARY.append(library)
     state.install(dev)
+    serialization.register()
     RESIDENCE.append(dev)
     return name

@@ -21,10 +21,12 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import state
 
 HOST = torch.device("cpu")
+CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
 def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     dev = state.current()
+    args, kwargs = _seeded(op, args, kwargs, dev.generator)
     inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
     on_card = [a for a in inputs if a.device.type == dev.name]
     target = kwargs.get("device")
@@ -33,6 +35,8 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         dev.copy("d2h", args[0].element_size())
     if not on_card:  # a factory
         return _to_device(dev, op(*_host_args(dev, args), **_host_args(dev, kwargs)), inputs)
+    if op.overloadpacket is torch.ops.aten.set_:  # geometry over a device storage: no data moves
+        return op.redispatch(CPU_KEYS, *args, **kwargs)
     if _is_copy(op, target, inputs, dev.name):
         return _copy(dev, op, args, kwargs)
     host_args, host_kwargs = _host_args(dev, args), _host_args(dev, kwargs)
@@ -52,17 +56,26 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
 
 
 def _host_args(dev: state.Device, tree: Any) -> Any:
-    """Device tensors as their host views, the device as the CPU, no generator as the device's."""
+    """Device tensors as their host views, the device as the CPU."""
     def host(a: Any) -> Any:
         if isinstance(a, torch.Tensor) and a.device.type == dev.name:
             return dev.store.host_view(a)
         if isinstance(a, torch.device) and a.type == dev.name:
             return HOST
         return a
-    mapped = tree_map(host, tree)
-    if isinstance(mapped, dict) and "generator" in mapped and mapped["generator"] is None:
-        mapped["generator"] = dev.generator
-    return mapped
+    return tree_map(host, tree)
+
+
+def _seeded(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], generator: torch.Generator
+            ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A random op without a generator draws from the device's (torch.spyre.manual_seed)."""
+    names = [a.name for a in op._schema.arguments]
+    if "generator" not in names:
+        return args, kwargs
+    at = names.index("generator")
+    if at < len(args):
+        return (*args[:at], args[at] if args[at] is not None else generator, *args[at + 1:]), kwargs
+    return args, {**kwargs, "generator": kwargs.get("generator") or generator}
 
 
 def _to_device(dev: state.Device, result: Any, inputs: list[torch.Tensor]) -> Any:

@@ -40,6 +40,7 @@ class Ran:
     report: FrontendReport | None = None
     fallbacks: list[str] = field(default_factory=list)
     crossing_bytes: list[int] = field(default_factory=list)
+    program: str = ""   # which kernel program ran: the op and its operands' shapes and dtype
 
 
 @dataclass
@@ -75,10 +76,13 @@ class Eager:
             if dest.shape != result.shape:
                 dest.resize_(result.shape)
             result = dest.copy_(result)
-        return result, Ran(str(target), rep, [f"{f['op']}: {f['reason']}" for f in rep.fallbacks])
+        program = f"{target} {[tuple(t.shape) for t in tensors]} {tensors[0].dtype}"
+        return result, Ran(str(target), rep, [f"{f['op']}: {f['reason']}" for f in rep.fallbacks], program=program)
 
     def _plan(self, op: torch._ops.OpOverload, flat: list[Any], spec: Any) -> _Plan:
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        if any(isinstance(a, torch.Generator) for a in flat):
+            return _Plan(None, "random numbers are drawn on the host (the device's generator)")
         if not tensors or any(t.dtype not in (torch.float16, torch.bfloat16, torch.float32) for t in tensors):
             return _Plan(None, "integer, boolean or tensor-free operands have no kernel")
 

@@ -37,8 +37,11 @@ class Log:
         self.syncs = 0
         self._timeline: tuple[int, Timeline] | None = None
 
-    def launch(self, name: str, card_us: float, stream: int, report: FrontendReport | None = None) -> None:
-        self.entries.append(Entry(Launch(name, card_us, stream), name, report))
+    def launch(self, name: str, card_us: float, stream: int, report: FrontendReport | None = None,
+               program: str | None = None) -> None:
+        """``program`` names the kernel program (its first launch builds it, docs/host.md); ``name``
+        labels it in the report."""
+        self.entries.append(Entry(Launch(program or name, card_us, stream), name, report))
 
     def copy(self, direction: str, nbytes: int, stream: int, label: str) -> None:
         self.entries.append(Entry(Copy(direction, nbytes, stream), label))

@@ -11,8 +11,8 @@ from . import state
 from .report import report
 from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
 
-__all__ = ["Event", "Stream", "current_device", "current_stream", "default_stream", "device_count", "empty_cache",
-           "get_device_name", "get_rng_state", "initial_seed", "is_available", "is_initialized",
+__all__ = ["Event", "Stream", "current_device", "current_stream", "default_stream", "device", "device_count",
+           "empty_cache", "get_device_name", "get_rng_state", "initial_seed", "is_available", "is_initialized",
            "manual_seed", "manual_seed_all", "max_memory_allocated", "memory_allocated", "memory_stats", "report",
            "reset_peak_memory_stats", "seed", "set_device", "set_rng_state", "set_stream", "stream", "synchronize"]
 
@@ -45,6 +45,19 @@ def set_device(device: Any) -> None:
 
 def get_device_name(device: Any = None) -> str:
     return "IBM Spyre (spyre-emu model)"
+
+
+class device:  # noqa: N801 (torch.cuda.device's name)
+    """``with torch.spyre.device(0):``: the one card is always current."""
+
+    def __init__(self, device: Any):
+        set_device(device)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def synchronize(device: Any = None) -> None:

@@ -74,5 +74,6 @@ def _trace(dev: state.Device) -> list[dict[str, Any]]:
         rows.append({"name": f"{span.index}_{span.what}", "op": span.what, "start_cycle": start,
                      "exec_start_cycle": exec_start, "exec_end_cycle": end, "end_cycle": end,
                      "pt_utilization": 0.0, "ideal_cycles": 0})
+    rows.sort(key=lambda r: r["start_cycle"])
     total = max((r["end_cycle"] for r in rows), default=0)
     return kernel_events(rows, dev.machine, total)

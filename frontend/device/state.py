@@ -36,7 +36,7 @@ class Device:
         operands cross PCIe there and back)."""
         result, ran = self.eager.run(op, args, kwargs)
         if ran.report is not None:
-            self.log.launch(ran.name, ran.report.latency_us, self.stream, ran.report)
+            self.log.launch(ran.name, ran.report.latency_us, self.stream, ran.report, ran.program)
         for reason in ran.fallbacks:
             self.log.fallback(str(op), reason)
         if ran.report is None:

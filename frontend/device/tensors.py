@@ -6,13 +6,14 @@ buffer of the same size, the model of the card's memory at that address. ``host_
 tensor over those bytes with ``t``'s sizes, strides and offset: ops run on it (or on the simulated
 card, from and into it), so views and in-place ops share data exactly as on a real device.
 
-Memory is freed when nothing but this registry holds a device storage any more: ``sweep`` checks
-the storages' use counts before every allocation and every statistic, so the figures count live
-tensors only.
+Memory is freed when nothing but this registry holds a device storage any more (no tensor, no
+Python reference to the storage): ``sweep`` checks before every allocation and every statistic, so
+the figures count live tensors and storages only.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +41,7 @@ class Store:
         self.by_host: dict[int, Allocation] = {}   # by the host buffer's pointer
 
     def sweep(self) -> None:
-        for ptr in [p for p, a in self.live.items() if torch._C._storage_Use_Count(a.device._cdata) == 1]:
+        for ptr in [p for p, a in self.live.items() if _unused(a.device)]:
             allocation = self.live.pop(ptr)
             if self.by_host.get(allocation.host.data_ptr()) is allocation:
                 del self.by_host[allocation.host.data_ptr()]
@@ -97,3 +98,10 @@ class Store:
         """The allocation whose bytes ``data`` (a CPU tensor) views, if any."""
         storage = data.untyped_storage()
         return self.by_host.get(storage.data_ptr()) if storage.nbytes() else None
+
+
+def _unused(storage: torch.UntypedStorage) -> bool:
+    """Nothing but the registry holds ``storage``: no tensor (the storage's use count) and no Python
+    reference to its one Python object (``t.untyped_storage()`` returns the registry's object)."""
+    held = 3  # the allocation's attribute, this function's argument, getrefcount's argument
+    return torch._C._storage_Use_Count(storage._cdata) == 1 and sys.getrefcount(storage) <= held

@@ -111,7 +111,10 @@ def test_memory_statistics(device):
     view = a[10:]
     del a
     assert torch.spyre.memory_allocated() - base == 384  # the view keeps the allocation
+    storage = b.untyped_storage()
     del view, b
+    assert torch.spyre.memory_allocated() - base == 128  # a Python reference to b's storage keeps it
+    del storage
     assert torch.spyre.memory_allocated() == base
     assert torch.spyre.max_memory_allocated() - base == 384
     assert torch.spyre.memory_stats()["capacity_bytes"] == state.current().machine.dram.size_bytes

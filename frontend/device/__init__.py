@@ -17,6 +17,7 @@ from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.host import load_host
 
+from ..decompositions import attention
 from ..runtime import RESIDENCE
 from . import module, serialization, state
 from .dispatch import fallback
@@ -47,7 +48,10 @@ def register_device(machine: str | None = None, overrides: tuple[str, ...] = ())
     dev = state.Device(name, machine_config, host)
     library = torch.library.Library("_", "IMPL")
     library.fallback(fallback, "PrivateUse1")
-    _LIBRARY.append(library)
+    kernels = torch.library.Library("aten", "IMPL")
+    # torch picks attention's kernel by device (the CPU's computes half in float32): the card's instead
+    kernels.impl("scaled_dot_product_attention", attention, "PrivateUse1")
+    _LIBRARY.extend([library, kernels])
     state.install(dev)
     serialization.register()
     RESIDENCE.append(dev)

@@ -50,6 +50,7 @@ def test_hugging_face_decoder_forward_and_generate(device):
     assert tokens.device.type == device
     assert torch.equal(tokens.cpu(), want_tokens)
     assert report().kernels["aten.mm.default"] > 0
+    assert report().kernels["aten.bmm.default"] > 0  # attention in fp16 on the card, not the CPU kernel's float32
 
 
 def test_compile_on_device_tensors_stays_on_the_card(device):

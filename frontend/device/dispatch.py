@@ -45,8 +45,10 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         return op(*host_args, **host_kwargs)  # scalars and flags (.item(), which attention kernel to use)
     if all(r.alias_info is not None and not r.alias_info.is_write for r in returns):  # views
         return _to_device(dev, op(*host_args, **host_kwargs), inputs)
-    result = dev.compute(op, host_args, host_kwargs)
     written = _written(op, args, kwargs)
+    outs = [kwargs.get(a.name) for a in op._schema.arguments if a.kwarg_only and a.alias_info and a.alias_info.is_write]
+    read = [t.nbytes for t in on_card if not any(t is o for o in outs)]  # an out= tensor is only written
+    result = dev.compute(op, host_args, host_kwargs, read)
     if not written:
         return _to_device(dev, result, inputs)
     for t, host in zip(written, _written(op, host_args, host_kwargs), strict=True):

@@ -33,13 +33,11 @@ OPTIONS = Options()
 
 @dataclass
 class Ran:
-    """How one call ran: ``report`` when the card ran kernels, the CPU fallbacks' reasons, the bytes
-    of device operands a CPU fallback reads."""
+    """How one call ran: ``report`` when the card ran kernels, and the CPU fallbacks' reasons."""
 
     name: str
     report: FrontendReport | None = None
     fallbacks: list[str] = field(default_factory=list)
-    crossing_bytes: list[int] = field(default_factory=list)
     program: str = ""   # which kernel program ran: the op and its operands' shapes and dtype
 
 
@@ -67,8 +65,7 @@ class Eager:
         plan = self.plans[key]
         tensors = [a for a in flat if isinstance(a, torch.Tensor)]
         if plan.graph is None:
-            ran = Ran(str(op), fallbacks=[plan.reason], crossing_bytes=[t.numel() * t.element_size() for t in tensors])
-            return op(*args, **original), ran
+            return op(*args, **original), Ran(str(op), fallbacks=[plan.reason])
         outputs, rep = plan.graph.run(*tensors)
         result = outputs[0] if len(outputs) == 1 else tuple(outputs)
         if target is not op:  # in place or out=: the card's result written into the argument

@@ -31,16 +31,17 @@ class Device:
         self.stream = 0          # the current stream's id
         self.streams = 1         # ids handed out so far (0: the default stream)
 
-    def compute(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def compute(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
+                operand_bytes: list[int]) -> Any:
         """One op on host views: on the simulated card when it has kernels, else on the CPU (its
-        operands cross PCIe there and back)."""
+        device operands, ``operand_bytes``, cross PCIe to the host and its results back)."""
         result, ran = self.eager.run(op, args, kwargs)
         if ran.report is not None:
             self.log.launch(ran.name, ran.report.latency_us, self.stream, ran.report, ran.program)
         for reason in ran.fallbacks:
             self.log.fallback(str(op), reason)
         if ran.report is None:
-            for nbytes in ran.crossing_bytes:
+            for nbytes in operand_bytes:
                 self.log.copy("d2h", nbytes, self.stream, f"{op} operand to the CPU")
             for nbytes in _nbytes(result):
                 self.log.copy("h2d", nbytes, self.stream, f"{op} result to the card")

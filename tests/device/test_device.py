@@ -170,3 +170,20 @@ def test_fallbacks_are_counted_and_named(device):
     fallbacks = report().fallbacks
     assert any(op.startswith("aten.index_select") for op, _ in fallbacks)  # what embedding runs as
     assert all(reason for _, reason in fallbacks)
+
+
+def test_a_fallback_moves_its_device_operands_over_pcie(device):
+    """cat has no kernel: its two device operands (64 B and 32 B) go to the host, the result (96 B) back."""
+    a, b = torch.ones(16).to(device), torch.zeros(8).to(device)
+    first = len(state.current().log.entries)
+    torch.cat([a, b])
+    copies = [(e.op.direction, e.op.nbytes) for e in state.current().log.entries[first:]]
+    assert copies == [("d2h", 64), ("d2h", 32), ("h2d", 96)]
+
+
+def test_autograd_through_device_ops(device):
+    x = torch.randn(4, 64)
+    d = x.to(device).requires_grad_()
+    (d * 2.0).relu().sum().backward()
+    assert d.grad.device.type == device
+    assert torch.equal(d.grad.cpu(), (x > 0).float() * 2)

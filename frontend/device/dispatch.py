@@ -39,15 +39,22 @@ def fallback(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
         return op.redispatch(CPU_KEYS, *args, **kwargs)
     if _is_copy(op, target, inputs, dev.name):
         return _copy(dev, op, args, kwargs)
-    host_args, host_kwargs = _host_args(dev, args), _host_args(dev, kwargs)
     returns = op._schema.returns
     if not any(isinstance(r.type, torch.TensorType | torch.ListType | torch.OptionalType) for r in returns):
-        return op(*host_args, **host_kwargs)  # scalars and flags (.item(), which attention kernel to use)
+        return op(*_host_args(dev, args), **_host_args(dev, kwargs))  # scalars and flags (.item(), equal)
     if all(r.alias_info is not None and not r.alias_info.is_write for r in returns):  # views
-        return _to_device(dev, op(*host_args, **host_kwargs), inputs)
+        return _to_device(dev, op(*_host_args(dev, args), **_host_args(dev, kwargs)), inputs)
+    return _compute(dev, op, args, kwargs, inputs)
+
+
+def _compute(dev: state.Device, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
+             inputs: list[torch.Tensor]) -> Any:
+    """The op on the card or the CPU; an in-place or out= op returns the device tensors it wrote, which
+    take their host views' new geometry (and bytes) when the op resized them."""
+    host_args, host_kwargs = _host_args(dev, args), _host_args(dev, kwargs)
     written = _written(op, args, kwargs)
     outs = [kwargs.get(a.name) for a in op._schema.arguments if a.kwarg_only and a.alias_info and a.alias_info.is_write]
-    read = [t.nbytes for t in on_card if not any(t is o for o in outs)]  # an out= tensor is only written
+    read = [t.nbytes for t in inputs if t.device.type == dev.name and not any(t is o for o in outs)]
     result = dev.compute(op, host_args, host_kwargs, read)
     if not written:
         return _to_device(dev, result, inputs)

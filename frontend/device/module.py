@@ -64,11 +64,16 @@ def synchronize(device: Any = None) -> None:
     state.current().synchronize()
 
 
-def manual_seed(seed: int) -> None:
+def manual_seed(seed: int, device: Any = None) -> None:
     state.current().generator.manual_seed(int(seed))
 
 
-manual_seed_all = manual_seed
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def _is_compiled() -> bool:
+    return True
 
 
 def seed() -> None:

@@ -81,10 +81,6 @@ class Store:
             self.by_host[host.data_ptr()] = allocation
         return device
 
-    def alias(self, base: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
-        """A device tensor over ``base``'s storage shaped as ``data``, a view of ``base``'s host view."""
-        return self.tensor_on(self.allocation(base).device, data)
-
     def tensor_on(self, storage: torch.UntypedStorage, like: torch.Tensor) -> torch.Tensor:
         return self._set(torch._C._acc.create_empty_tensor((0,), like.dtype), storage, like)
 

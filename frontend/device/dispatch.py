@@ -57,7 +57,7 @@ def _compute(dev: state.Device, op: torch._ops.OpOverload, args: tuple[Any, ...]
     read = [t.nbytes for t in inputs if t.device.type == dev.name and not any(t is o for o in outs)]
     result = dev.compute(op, host_args, host_kwargs, read)
     if not written:
-        return _to_device(dev, result, inputs)
+        return _to_device(dev, result, inputs, view=False)
     for t, host in zip(written, _written(op, host_args, host_kwargs), strict=True):
         if host.untyped_storage().data_ptr() != dev.store.allocation(t).host.data_ptr() or host.shape != t.shape:
             dev.store.repoint(t, host)
@@ -87,15 +87,16 @@ def _seeded(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     return args, {**kwargs, "generator": kwargs.get("generator") or generator}
 
 
-def _to_device(dev: state.Device, result: Any, inputs: list[torch.Tensor]) -> Any:
-    """The op's host results as device tensors: a view of a device tensor's bytes stays on them, new
-    data is adopted (copied first if a host input owns it)."""
+def _to_device(dev: state.Device, result: Any, inputs: list[torch.Tensor], view: bool = True) -> Any:
+    """The op's host results as device tensors: a view's result stays on its base's bytes, new data is
+    adopted (copied first when a host input or, for an op that is no view, a device tensor owns it)."""
     cpu_storages = {a.untyped_storage().data_ptr() for a in inputs if a.device.type == "cpu"}
 
     def place(r: Any) -> Any:
         if not isinstance(r, torch.Tensor) or r.device.type != "cpu":
             return r
-        return dev.store.place(r.clone() if r.untyped_storage().data_ptr() in cpu_storages else r)
+        shared = r.untyped_storage().data_ptr() in cpu_storages or (not view and dev.store.owner(r) is not None)
+        return dev.store.place(r.clone() if shared else r)
     return tree_map(place, result)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from spyre_emu.frontend.device.memory import CardMemory, OutOfMemoryError
 
 

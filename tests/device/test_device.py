@@ -187,3 +187,28 @@ def test_autograd_through_device_ops(device):
     (d * 2.0).relu().sum().backward()
     assert d.grad.device.type == device
     assert torch.equal(d.grad.cpu(), (x > 0).float() * 2)
+
+
+OPS = {
+    "softmax": lambda x: torch.softmax(x, -1),
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, (64,)),
+    "gelu": torch.nn.functional.gelu,
+    "silu": torch.nn.functional.silu,
+    "bmm": lambda x: x.reshape(2, 4, 64) @ x.reshape(2, 4, 64).transpose(1, 2),
+    "mean": lambda x: x.mean(-1, keepdim=True),
+    "sum": lambda x: x.sum(0),
+    "exp_sub": lambda x: torch.exp(x - 1.0),
+    "where": lambda x: torch.where(x > 0, x, x * 0.5),
+    "masked_fill": lambda x: x.masked_fill(x < 0, -1.0),
+    "transpose": lambda x: x.t().contiguous() * 2.0,
+    "rsqrt": lambda x: torch.rsqrt(x.abs() + 1.0),
+}
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_eager_op_matches_the_cpu(device, name):
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)).half()
+    got = OPS[name](x.to(device))
+    assert got.device.type == device
+    want = OPS[name](x.float())
+    torch.testing.assert_close(got.cpu().float(), want, atol=0.02, rtol=0.01)

@@ -8,6 +8,7 @@ op on a device tensor goes through (dispatch.py). See docs/device.md.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import torch
@@ -51,6 +52,9 @@ def register_device(machine: str | None = None, overrides: tuple[str, ...] = ())
     kernels = torch.library.Library("aten", "IMPL")
     # torch picks attention's kernel by device (the CPU's computes half in float32): the card's instead
     kernels.impl("scaled_dot_product_attention", attention, "PrivateUse1")
+    # a backend's convolution hook (torch's default raises): the convolution itself, through the dispatcher
+    kernels.impl("convolution_overrideable", functools.partial(fallback, torch.ops.aten.convolution.default),
+                 "PrivateUse1")
     _LIBRARY.extend([library, kernels])
     state.install(dev)
     serialization.register()

@@ -202,6 +202,8 @@ OPS = {
     "masked_fill": lambda x: x.masked_fill(x < 0, -1.0),
     "transpose": lambda x: x.t().contiguous() * 2.0,
     "rsqrt": lambda x: torch.rsqrt(x.abs() + 1.0),
+    "conv2d": lambda x: torch.nn.functional.conv2d(x.reshape(1, 8, 8, 8), x[:4, :18].reshape(4, 2, 3, 3), padding=1,
+                                                   groups=4),
 }
 
 

@@ -153,6 +153,24 @@ def test_eager_ops_run_on_the_card(device):
     assert kernels["aten.relu.default"] >= 1
 
 
+def test_an_eager_op_is_compiled_once_and_timed_by_its_programs(device):
+    """The second identical op reuses the first's plan; each launch carries the front end's latency:
+    its kernel programs' simulated cycles at the card's clock."""
+    x = torch.randn(16, 128, dtype=torch.float16).to(device)
+    dev = state.current()
+    first = len(dev.log.entries)
+    torch.exp(x)
+    plans = len(dev.eager.plans)
+    torch.exp(x)
+    assert len(dev.eager.plans) == plans
+    launches = [e for e in dev.log.entries[first:] if e.report is not None]
+    assert len(launches) == 2
+    for e in launches:
+        assert e.op.card_us == e.report.latency_us
+        assert e.report.latency_us == pytest.approx(e.report.total_cycles / 1.1 / 1000, abs=1e-6)
+    assert launches[0].op.program == launches[1].op.program
+
+
 def test_in_place_ops_write_their_argument(device):
     x = torch.randn(4, 64, dtype=torch.float16)
     d = x.to(device)

@@ -103,6 +103,7 @@ def test_rng_is_seeded_per_device(device):
     c = torch.randn(16, device=device)
     assert torch.equal(a.cpu(), b.cpu())
     assert not torch.equal(b.cpu(), c.cpu())
+    assert torch.equal(a.cpu(), torch.randn(16, generator=torch.Generator().manual_seed(7)))  # the CPU's numbers
     assert torch.spyre.initial_seed() == 7
     saved = torch.spyre.get_rng_state()
     d = torch.rand(4, device=device)

@@ -4,7 +4,7 @@ An op is one of:
 - a **factory** (no device tensor in, the device named): made on the host, its bytes adopted by the card;
 - a **copy** between host and card (``copy_``, ``_to_copy`` to or from the CPU): the bytes move, timed on
   the PCIe model; a copy to the host, and ``.item()``, wait for the card first (synchronize); a copy
-  within the card is a DMA through DRAM (state.Device.copy_on_card);
+  within the card is simulated as an identity kernel program (copies.py);
 - a **view** (the schema says the result aliases an input and is not written): a device tensor over the
   same allocation, no work;
 - **compute**: on the simulated card when the front end has kernels for it (eager.py), else on the CPU,

@@ -75,5 +75,6 @@ def _trace(dev: state.Device) -> list[dict[str, Any]]:
                      "exec_start_cycle": exec_start, "exec_end_cycle": end, "end_cycle": end,
                      "pt_utilization": 0.0, "ideal_cycles": 0})
     rows.sort(key=lambda r: r["start_cycle"])
-    total = max((r["end_cycle"] for r in rows), default=0)
+    # the host's wait ends a cycle after the last kernel: an Exec event's float end may pass its cycle by an ulp
+    total = max((r["end_cycle"] for r in rows), default=0) + 1
     return kernel_events(rows, dev.machine, total)

@@ -14,6 +14,7 @@ from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.host import Host
 
 from ..report import FrontendReport
+from .copies import copy_cycles
 from .eager import Eager
 from .log import Log
 from .memory import CardMemory
@@ -30,6 +31,7 @@ class Device:
         self.generator = torch.Generator()
         self.stream = 0          # the current stream's id
         self.streams = 1         # ids handed out so far (0: the default stream)
+        self.card_copies: dict[int, int] = {}   # sticks -> simulated cycles of a copy within the card
 
     def compute(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
                 operand_bytes: list[int]) -> Any:
@@ -66,11 +68,13 @@ class Device:
             self.log.fallback(f["op"], f["reason"])
 
     def copy_on_card(self, nbytes: int) -> None:
-        """A copy within the card: every stick read and written once at the DRAM's peak (all channels
-        busy, ``stick_cycles`` per stick each), a lower bound."""
-        dram = self.machine.dram
-        cycles = 2 * -(-nbytes // STICK_BYTES) * dram.stick_cycles / dram.channels
-        self.log.launch("copy on card", cycles / self.machine.clock.ghz / 1000, self.stream)
+        """A copy within the card: the simulator's identity kernel program over its sticks (copies.py),
+        simulated once per size."""
+        sticks = max(1, -(-nbytes // STICK_BYTES))
+        if sticks not in self.card_copies:
+            self.card_copies[sticks] = copy_cycles(nbytes, self.machine)
+        us = self.card_copies[sticks] / self.machine.clock.ghz / 1000
+        self.log.launch("copy on card", us, self.stream, program=f"copy of {sticks} sticks")
 
     def synchronize(self) -> None:
         """The host waits for every stream: later work starts after everything so far."""

@@ -15,6 +15,7 @@ from spyre_emu.frontend.device import register_device, report, state  # noqa: E4
 from tests.conftest import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.torch
+MIB = 1 << 20
 
 UNREGISTERED = """
 import torch, spyre_emu, spyre_emu.frontend, spyre_emu.frontend.device
@@ -79,6 +80,20 @@ def test_copies_are_timed_on_pcie(device):
     spans = [s for s in dev.log.timeline().spans if s.index == before + len(dev.log.entries[before:]) - 1]
     assert len(spans) == 1
     assert spans[0].end - spans[0].start == pytest.approx(1100 / 1.1 / 1000 + (1 << 20) * 536 / 512 / 63000)
+
+
+def test_a_copy_within_the_card_is_simulated_and_never_beats_dram(device):
+    """1 MiB card -> card: the identity kernel program's simulated time, at least the launch plus every
+    stick read and written once at the DRAM's peak (16 channels, stick_cycles each)."""
+    src = torch.ones(MIB // 4, device=device)
+    dev = state.current()
+    first = len(dev.log.entries)
+    torch.empty_like(src).copy_(src)
+    [launch] = [e.op for e in dev.log.entries[first:]]
+    machine = dev.machine
+    floor = machine.launch.dispatch_cycles + 2 * (MIB // 128) * machine.dram.stick_cycles / machine.dram.channels
+    assert launch.program == "copy of 8192 sticks"
+    assert launch.card_us * 1.1 * 1000 >= floor
 
 
 def test_views_and_strides_share_bytes(device):

@@ -152,5 +152,5 @@ def test_report_names_everything_and_its_timeline_passes_acelyzer(device, tmp_pa
     out = tmp_path / "verify.json"
     done = subprocess.run([acelyzer, "-V", "-i", str(path), "-o", str(out)], capture_output=True, text=True,
                           timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:]
     assert json.loads(out.read_text())["result"] == "PASS"

@@ -37,10 +37,9 @@ def device_name() -> str:
 def register_device(machine: str | None = None, overrides: tuple[str, ...] = ()) -> str:
     """Register the device (once per process; later calls return its name) on the card of the TOML
     ``machine`` (default configs/spyre.toml) with ``KEY=VALUE`` overrides."""
-    name = device_name()
-    taken = torch._C._get_privateuse1_backend_name()
     if state.installed():
         return state.current().name
+    name, taken = device_name(), torch._C._get_privateuse1_backend_name()
     if taken != "privateuseone":
         raise SpyreEmuError(f"PyTorch's PrivateUse1 backend is already registered as {taken!r}; "
                             "one process holds one such device")

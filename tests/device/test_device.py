@@ -3,6 +3,7 @@ strides, memory statistics and OOM, eager ops on the card and their fallbacks.""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend.device import register_device, report, state  # noqa: E402
+from spyre_emu.frontend.device import device_name, register_device, report, state  # noqa: E402
 
 from tests.conftest import ROOT  # noqa: E402
 
@@ -48,6 +49,15 @@ def test_registration(device):
     assert t.device == torch.device(device, 0)
     assert t.device.type == device
     assert t.is_spyre
+
+
+def test_the_name_gives_way_to_torch_spyre(monkeypatch):
+    """Beside torch-spyre (which registers "spyre" itself) the device is "spyre_emu"."""
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "torch_spyre" else find(name))
+    assert device_name() == "spyre_emu"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "torch_spyre" else find(name))
+    assert device_name() == "spyre"
 
 
 def test_factories_and_copies_round_trip(device):

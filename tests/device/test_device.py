@@ -67,6 +67,7 @@ def test_factories_and_copies_round_trip(device):
     assert d.dtype == torch.float16
     assert d.shape == (3, 5)
     assert torch.equal(d.cpu(), x)
+    assert x.spyre().device == x.to("spyre:0").device == x.to(torch.device(device, 0)).device == d.device
     assert torch.equal(torch.zeros(4, device=device).cpu(), torch.zeros(4))
     assert torch.equal(torch.full((2, 2), 3.0, device=device).cpu(), torch.full((2, 2), 3.0))
     assert torch.equal(torch.arange(6, device=device).cpu(), torch.arange(6))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from spyre_emu.frontend.device.memory import CardMemory, OutOfMemoryError
 
 
@@ -38,3 +40,24 @@ def test_out_of_memory_names_the_request_and_what_is_free():
     mem.free(0)
     with pytest.raises(OutOfMemoryError, match=r"300 B requested, 384 B free of 512 B \(largest free block 256 B\)"):
         mem.allocate(300)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 700)), max_size=60))
+def test_blocks_never_overlap_and_the_books_balance(steps):
+    """Any sequence of allocations and frees: blocks are stick-aligned and disjoint, the statistics
+    equal the live blocks, and free plus used space is the capacity."""
+    mem = CardMemory(4096)
+    live: list[int] = []
+    for allocate, n in steps:
+        if allocate or not live:
+            try:
+                live.append(mem.allocate(n))
+            except OutOfMemoryError:
+                pass
+        else:
+            mem.free(live.pop(n % len(live)))
+        spans = sorted((start, start + size) for start, size in mem.used.items())
+        assert all(start % 128 == 0 for start, _ in spans)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+        assert mem.stats.allocated == sum(mem.used.values())
+        assert mem.stats.allocated + sum(mem.free_sizes.values()) == 4096

@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend.device import device_name, register_device, report, state  # noqa: E402
+from spyre_emu.frontend.device import module as spyre  # noqa: E402
 
 from tests.conftest import ROOT  # noqa: E402
 
@@ -42,9 +43,10 @@ def test_registration(device):
     assert device == device_name()
     assert register_device() == device  # idempotent
     assert torch._C._get_privateuse1_backend_name() == device
-    assert torch.spyre.is_available()
-    assert torch.spyre.device_count() == 1
-    assert torch.spyre.current_device() == 0
+    assert getattr(torch, device) is spyre  # torch.spyre
+    assert spyre.is_available()
+    assert spyre.device_count() == 1
+    assert spyre.current_device() == 0
     t = torch.empty(2, device=device)
     assert t.device == torch.device(device, 0)
     assert t.device.type == device
@@ -127,23 +129,23 @@ def test_views_and_strides_share_bytes(device):
 
 
 def test_memory_statistics(device):
-    torch.spyre.empty_cache()
-    base = torch.spyre.memory_allocated()
-    torch.spyre.reset_peak_memory_stats()
+    spyre.empty_cache()
+    base = spyre.memory_allocated()
+    spyre.reset_peak_memory_stats()
     a = torch.empty(100, dtype=torch.float16, device=device)  # 200 B -> two 128 B blocks
-    assert torch.spyre.memory_allocated() - base == 256
+    assert spyre.memory_allocated() - base == 256
     b = torch.empty(64, dtype=torch.float16, device=device)   # exactly one block
-    assert torch.spyre.memory_allocated() - base == 384
+    assert spyre.memory_allocated() - base == 384
     view = a[10:]
     del a
-    assert torch.spyre.memory_allocated() - base == 384  # the view keeps the allocation
+    assert spyre.memory_allocated() - base == 384  # the view keeps the allocation
     storage = b.untyped_storage()
     del view, b
-    assert torch.spyre.memory_allocated() - base == 128  # a Python reference to b's storage keeps it
+    assert spyre.memory_allocated() - base == 128  # a Python reference to b's storage keeps it
     del storage
-    assert torch.spyre.memory_allocated() == base
-    assert torch.spyre.max_memory_allocated() - base == 384
-    assert torch.spyre.memory_stats()["capacity_bytes"] == state.current().machine.dram.size_bytes
+    assert spyre.memory_allocated() == base
+    assert spyre.max_memory_allocated() - base == 384
+    assert spyre.memory_stats()["capacity_bytes"] == state.current().machine.dram.size_bytes
 
 
 OOM = """

@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from spyre_emu.frontend.device import module as spyre  # noqa: E402
 from spyre_emu.frontend.device import report, state  # noqa: E402
 
 from spyre_emu.host import Copy, Launch  # noqa: E402
@@ -39,7 +40,7 @@ def test_event_elapsed_time_is_simulated(device):
     """Two 1 MiB copies in order on one stream, an event between them and one after: the second
     copy starts when the first ends, so the events are one copy's PCIe time apart."""
     dst, src = torch.empty(MIB // 4, device=device), torch.ones(MIB // 4)
-    start, end = torch.spyre.Event(enable_timing=True), torch.spyre.Event(enable_timing=True)
+    start, end = spyre.Event(enable_timing=True), spyre.Event(enable_timing=True)
     dst.copy_(src)
     start.record()
     dst.copy_(src)
@@ -54,21 +55,21 @@ def test_streams_overlap_copies_with_compute_until_an_event_orders_them(device):
     x = torch.ones(64, 64, dtype=torch.float16, device=device)
     x * 2.0  # the kernel program is built once: later launches only patch addresses
     big, host = torch.empty(4 * MIB, device=device), torch.ones(4 * MIB)
-    s1, s2 = torch.spyre.Stream(), torch.spyre.Stream()
+    s1, s2 = spyre.Stream(), spyre.Stream()
     first = len(state.current().log.entries)
-    with torch.spyre.stream(s1):
+    with spyre.stream(s1):
         big.copy_(host)
-    with torch.spyre.stream(s2):
+    with spyre.stream(s2):
         x * 2.0
     spans = _spans(first)
     copy, kernel = (spans[_entries(first, kind)[0]] for kind in (Copy, Launch))
     assert kernel.start < copy.end  # overlapped
     first = len(state.current().log.entries)
-    with torch.spyre.stream(s1):
+    with spyre.stream(s1):
         big.copy_(host)
         done = s1.record_event()
     s2.wait_event(done)
-    with torch.spyre.stream(s2):
+    with spyre.stream(s2):
         x * 2.0
     spans = _spans(first)
     copy, kernel = (spans[_entries(first, kind)[0]] for kind in (Copy, Launch))
@@ -77,10 +78,10 @@ def test_streams_overlap_copies_with_compute_until_an_event_orders_them(device):
 
 def test_one_kernel_at_a_time_and_in_order_per_stream(device):
     x = torch.ones(64, 64, dtype=torch.float16, device=device)
-    s1, s2 = torch.spyre.Stream(), torch.spyre.Stream()
+    s1, s2 = spyre.Stream(), spyre.Stream()
     first = len(state.current().log.entries)
     for s in (s1, s2, s1, s2):
-        with torch.spyre.stream(s):
+        with spyre.stream(s):
             x + 1.0
     kernels = sorted((_spans(first)[i] for i in _entries(first, Launch)), key=lambda s: s.start)
     assert len(kernels) == 4
@@ -96,18 +97,18 @@ def test_item_and_cpu_synchronize(device):
 
 
 def test_rng_is_seeded_per_device(device):
-    torch.spyre.manual_seed(7)
+    spyre.manual_seed(7)
     a = torch.randn(16, device=device)
-    torch.spyre.manual_seed(7)
+    spyre.manual_seed(7)
     b = torch.randn(16, device=device)
     c = torch.randn(16, device=device)
     assert torch.equal(a.cpu(), b.cpu())
     assert not torch.equal(b.cpu(), c.cpu())
     assert torch.equal(a.cpu(), torch.randn(16, generator=torch.Generator().manual_seed(7)))  # the CPU's numbers
-    assert torch.spyre.initial_seed() == 7
-    saved = torch.spyre.get_rng_state()
+    assert spyre.initial_seed() == 7
+    saved = spyre.get_rng_state()
     d = torch.rand(4, device=device)
-    torch.spyre.set_rng_state(saved)
+    spyre.set_rng_state(saved)
     assert torch.equal(torch.rand(4, device=device).cpu(), d.cpu())
 
 

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from spyre_emu.host import Copy, Launch
-from spyre_emu.results.acelyzer import device_properties, kernel_events
+from spyre_emu.results.acelyzer import HOST_PID, device_properties, kernel_events
+from spyre_emu.results.chrome import complete_event, metadata, microseconds
 
 from . import state
+
+COPY_TID = 10  # the host's tracks: its own work, then one per DMA direction
 
 
 @dataclass
@@ -77,4 +80,20 @@ def _trace(dev: state.Device) -> list[dict[str, Any]]:
     rows.sort(key=lambda r: r["start_cycle"])
     # the host's wait ends a cycle after the last kernel: an Exec event's float end may pass its cycle by an ulp
     total = max((r["end_cycle"] for r in rows), default=0) + 1
-    return kernel_events(rows, dev.machine, total)
+    return kernel_events(rows, dev.machine, total) + _copies(dev)
+
+
+def _copies(dev: state.Device) -> list[dict[str, Any]]:
+    """The PCIe transfers and host work, one track each beside the kernels."""
+    us = microseconds(dev.machine)
+    ghz = dev.machine.clock.ghz
+    tracks = {"host": 0}
+    events = []
+    for span in dev.log.timeline().spans:
+        if span.where.endswith(".compute"):
+            continue
+        where = span.where.split(".")[-1]
+        tid = tracks.setdefault(where, len(tracks))
+        events.append(complete_event(HOST_PID, COPY_TID + tid, span.what, "memcpy" if tid else "host",
+                                     round(span.start * ghz * 1000), round(span.end * ghz * 1000), us, {}))
+    return [metadata(HOST_PID, "thread_name", where, COPY_TID + tid) for where, tid in tracks.items()] + events

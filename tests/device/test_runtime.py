@@ -145,8 +145,9 @@ def test_report_names_everything_and_its_timeline_passes_acelyzer(device, tmp_pa
     assert "aten.relu.default" in text
     path = tmp_path / "device.json"
     path.write_text(rep.chrome_trace())
-    kernels = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
-    assert len(kernels) == rep.launches
+    events = json.loads(path.read_text())["traceEvents"]
+    assert len([e for e in events if e.get("cat") == "kernel"]) == rep.launches
+    assert len([e for e in events if e.get("cat") == "memcpy"]) == sum(n for n, _ in rep.copies.values())
     acelyzer = shutil.which("acelyzer", path=str(Path(sys.executable).parent)) or shutil.which("acelyzer")
     if acelyzer is None:
         pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")

@@ -18,6 +18,9 @@ _EVENTS = itertools.count()
 
 
 class Stream:
+    """A new stream, or (``stream_id``) an existing one; ``device`` and ``priority`` are taken as
+    torch.cuda.Stream takes them and change nothing (one card, one priority)."""
+
     def __init__(self, device: object = None, priority: int = 0, *, stream_id: int | None = None):
         dev = state.current()
         if stream_id is None:
@@ -53,6 +56,8 @@ class Stream:
 
 
 class Event:
+    """torch.cuda.Event's arguments are taken and change nothing: every event is timed (simulated time)."""
+
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         self.name = f"event{next(_EVENTS)}"
         self.index: int | None = None   # the record's position in the device's log

@@ -70,9 +70,28 @@ class Log:
         return self._timeline[1]
 
     def event_us(self, index: int) -> float:
-        """When the record at ``index`` completes on the card: the end of its stream's work issued
-        before it, or of the host's work before it when the stream had none."""
+        """When the record at ``index`` is reached on its stream: after the stream's work issued before
+        it, and not before the host issued it."""
+        return max(self._stream_end(index), self._host_us(index))
+
+    def _stream_end(self, index: int) -> float:
+        """The end on the card of the last work issued on the record's stream before it (0 if none)."""
         stream = self.entries[index].op.stream
-        ends = [s.end for s in self.timeline().spans if s.index < index and
-                (s.where == "host" or getattr(self.entries[s.index].op, "stream", None) == stream)]
-        return max(ends, default=0.0)
+        return max((s.end for s in self.timeline().spans if s.index < index and s.where != "host"
+                    and self.entries[s.index].op.stream == stream), default=0.0)
+
+    def _host_us(self, index: int) -> float:
+        """When the host thread issues entry ``index``: after its own work (graph builds) and every
+        wait before it, each until the host learns of the event's work (``completion_us`` after it
+        ends; at once for an event on an idle stream). A full compute queue's hold is not counted."""
+        spans = self.timeline().spans
+        at = max((s.end for s in spans if s.where == "host" and s.index < index), default=0.0)
+        recorded: dict[str, int] = {}
+        for i, e in enumerate(self.entries[:index]):
+            if isinstance(e.op, Record):
+                recorded[e.op.event] = i
+            elif isinstance(e.op, Wait):
+                r = recorded[e.op.event]
+                end = self._stream_end(r)   # 0: the stream had no work (every op takes time)
+                at = max(at, end + self.host.runtime.completion_us if end else self._host_us(r))
+        return at

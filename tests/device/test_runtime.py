@@ -48,6 +48,19 @@ def test_event_elapsed_time_is_simulated(device):
     assert start.elapsed_time(end) == pytest.approx(PCIE_US / 1000, rel=1e-12)
 
 
+def test_an_event_on_an_idle_stream_after_a_wait_is_when_the_host_resumes(device):
+    """A 1 MiB copy on s1, an event behind it, s2 waits for it, then an event on s2 (no work there):
+    the host resumes completion_us after the copy ends, and so the second event is 5 us later."""
+    dst, src = torch.empty(MIB // 4, device=device), torch.ones(MIB // 4)
+    s1, s2 = spyre.Stream(), spyre.Stream()
+    with spyre.stream(s1):
+        dst.copy_(src)
+        copied = s1.record_event()
+    s2.wait_event(copied)
+    later = s2.record_event()
+    assert copied.elapsed_time(later) == pytest.approx(COMPLETION_US / 1000, abs=1e-12)
+
+
 def test_streams_overlap_copies_with_compute_until_an_event_orders_them(device):
     """A 16 MiB copy on one stream and a kernel on another run at once (the copy has its own DMA
     queue); after the second stream waits for an event recorded behind the copy, the kernel starts

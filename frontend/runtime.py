@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -39,6 +39,19 @@ TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.flo
 SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
 
 
+class Residence(Protocol):
+    """Where a registered device keeps its tensors' bytes (frontend/device): a compiled graph reads
+    device tensors in place and leaves its outputs there, with no host round trip."""
+
+    def holds(self, t: Any) -> bool: ...
+    def host_view(self, t: torch.Tensor) -> torch.Tensor: ...
+    def to_device(self, t: torch.Tensor) -> torch.Tensor: ...
+    def ran(self, rep: report.FrontendReport) -> None: ...
+
+
+RESIDENCE: list[Residence] = []   # empty unless spyre_emu.frontend.device.register_device() ran
+
+
 class CompiledGraph:
     """The callable aot_autograd gets back: inputs in, output tensors out, a report published per call."""
 
@@ -50,6 +63,20 @@ class CompiledGraph:
         self._timing: dict[int, RunResult] = {}
 
     def __call__(self, *args: Any) -> Any:
+        device = next((d for d in RESIDENCE if any(d.holds(a) for a in args)), None)
+        if device is not None:
+            args = tuple(device.host_view(a) if device.holds(a) else a for a in args)
+        outputs, rep = self.run(*args)
+        if device is not None:
+            outputs = [device.to_device(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+            device.ran(rep)
+        report.publish(rep)
+        if self.options.print_report:
+            sys.stdout.write(rep.to_text())
+        return outputs
+
+    def run(self, *args: Any) -> tuple[Any, report.FrontendReport]:
+        """The outputs and the report of one call, not published (the emulated device keeps its own)."""
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         functional = self.options.functional and not any(t.is_meta for t in tensors)
         self._inputs: list[dict[str, np.ndarray]] = []
@@ -64,10 +91,7 @@ class CompiledGraph:
                 path = Path(self.options.trace)
                 path.with_suffix(f".drawer{path.suffix}").write_text(trace_json(rep.drawer["timeline"],
                                                                               self.plan.cards))
-        report.publish(rep)
-        if self.options.print_report:
-            sys.stdout.write(rep.to_text())
-        return outputs
+        return outputs, rep
 
     def _segments(self) -> list[tuple[int, Segment]]:
         return [(i, s) for i, s in enumerate(self.compiled.steps) if isinstance(s, Segment)]

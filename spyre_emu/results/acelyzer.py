@@ -80,14 +80,28 @@ def kernel_events(kernels: list[dict[str, Any]], machine: Machine, total_cycles:
             "op": k["op"], "pt_utilization": k["pt_utilization"], "ideal_cycles": k["ideal_cycles"]})
         # The analyzer moves the event back to TS1 by float arithmetic on ts + dur: an end a rounding
         # error early puts a kernel that starts at cycle 0 just before 0, which it refuses.
-        while execute["ts"] + execute["dur"] < us(marks[3]):
-            execute["dur"] = math.nextafter(execute["dur"], math.inf)
+        execute["dur"] = _reaching(execute["ts"], execute["dur"], us(marks[3]))
         events.append(execute)
         for phase, start, end in (("DMA in", marks[0], marks[2]), ("DMA out", marks[3], marks[4])):
             if end > start:
                 events.append(complete_event(CARD_PID, PHASES_TID + stream, f"{name} {phase}", "phase", start, end, us,
                                              {"start_cycle": start, "end_cycle": end}))
     return events
+
+
+def _reaching(ts: float, dur: float, end: float) -> float:
+    """The smallest float ``d >= dur`` with ``ts + d >= end`` in float arithmetic: the first of the
+    floats above ``dur``, in order, that reaches ``end``, found by doubling then bisection (stepping
+    one float at a time takes millions of steps when ``ts`` is large and ``dur`` small)."""
+    if ts + dur >= end:
+        return dur
+    lo, step = dur, math.ulp(dur)
+    while ts + (dur + step) < end:
+        lo, step = dur + step, step * 2
+    hi = dur + step
+    while (mid := (lo + hi) / 2) not in (lo, hi):
+        lo, hi = (lo, mid) if ts + mid >= end else (mid, hi)
+    return hi
 
 
 def ideal_cycles_files(kernels: list[dict[str, Any]]) -> dict[str, bytes]:

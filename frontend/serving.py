@@ -25,6 +25,7 @@ from spyre_emu.errors import ConfigError
 from spyre_emu.serving.models import DTYPE_BYTES, ModelSpec, preset
 from spyre_emu.serving.steps import StepShape
 
+from .drawer import drawer_step
 from .report import last_report
 
 F = nn.functional
@@ -196,9 +197,6 @@ class StepPricer:
                                         **({"machine": machine} if machine else {})}
 
     def __call__(self, shape: StepShape) -> float:
-        if shape.tp != 1:
-            raise ConfigError("tensor parallel pricing is not available yet (multi-card TP: issue 16); "
-                              "use --tensor-parallel-size 1", None, "--tensor-parallel-size")
         if not isinstance(self.model, Decoder):
             return self._simulate(shape)
         k = memo.key(b"serving step", _front_end_version(), repr(self.model.spec).encode(),
@@ -210,10 +208,16 @@ class StepPricer:
         return price
 
     def _simulate(self, shape: StepShape) -> float:
+        """On one card, the kernel programs' latency; on ``tp`` cards (tensor parallel, drawer.py), one
+        card's kernels plus the collectives on the drawer. Host launch work is left out at any ``tp``."""
         total = 0.0
         with torch.no_grad():
             for module, inputs, factor in self.model.build(shape):
                 torch._dynamo.reset()  # each shape compiles once; no recompile limit to reach
-                torch.compile(module, backend="spyre_emu", dynamic=False, options=self.options)(*inputs)
-                total += factor * last_report().latency_us
+                if shape.tp == 1:
+                    torch.compile(module, backend="spyre_emu", dynamic=False, options=self.options)(*inputs)
+                    total += factor * last_report().latency_us
+                else:
+                    step = drawer_step(module, inputs, shape.tp, **self.options)
+                    total += factor * (step["card_us"] + step["collective_us"])
         return total

@@ -20,6 +20,7 @@ import numpy as np
 from ..config import load_machine
 from ..errors import ConfigError
 from ..files import write_all
+from ..host import load_host
 from ..results.plots import image_bytes
 from . import datasets, report, workload
 from .engine import Run, simulate
@@ -78,9 +79,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("must be at least 0", None, "--random-prefix-len")
     if ":" not in args.model:
         preset(args.model)
-    if args.tensor_parallel_size != 1:
-        raise ConfigError("tensor parallel pricing is not available yet (multi-card TP: issue 16); use 1",
-                          None, "--tensor-parallel-size")
+    cards = load_host().drawer.max_cards
+    if args.tensor_parallel_size > cards:
+        raise ConfigError(f"a drawer holds at most {cards} cards, got {args.tensor_parallel_size}", None,
+                          "--tensor-parallel-size")
     if args.plot_rates and len(args.request_rate) < 2:
         raise ConfigError("needs two or more --request-rate values", None, "--plot-rates")
     if (args.dataset_name == "random") != (args.dataset_path is None):
@@ -149,7 +151,7 @@ def serve(args: argparse.Namespace) -> None:
     model, pricer = _pricer(args)
     config = SchedulerConfig(args.max_num_seqs, args.max_model_len, args.max_num_batched_tokens, 64,
                              args.max_batch_tkv, kv_blocks(model.weight_bytes(), model.kv_bytes_per_token(),
-                                                           machine.dram.size_bytes, 64),
+                                                           machine.dram.size_bytes, 64, args.tensor_parallel_size),
                              not args.no_enable_prefix_caching, args.tensor_parallel_size)
     price = memoized(pricer)
     runs: list[tuple[str, Run]] = []

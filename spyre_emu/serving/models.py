@@ -62,10 +62,13 @@ def preset(name: str) -> ModelSpec:
     return PRESETS[name]
 
 
-def kv_blocks(spec_weight_bytes: int, kv_bytes_per_token: int, card_bytes: int, block_tokens: int) -> int:
-    """KV cache blocks the card holds once the weights are loaded (no activation reserve: assumed)."""
-    free = card_bytes - spec_weight_bytes
+def kv_blocks(spec_weight_bytes: int, kv_bytes_per_token: int, card_bytes: int, block_tokens: int,
+              cards: int = 1) -> int:
+    """KV cache blocks ``cards`` cards hold once the weights are loaded (no activation reserve: assumed).
+    Tensor parallel splits the weights and each token's keys and values evenly over the cards, so
+    their memory adds up."""
+    free = cards * card_bytes - spec_weight_bytes
     if free <= 0:
-        raise ConfigError(f"the weights ({spec_weight_bytes:,} B) do not fit the card's {card_bytes:,} B",
+        raise ConfigError(f"the weights ({spec_weight_bytes:,} B) do not fit {cards} card(s) of {card_bytes:,} B",
                           None, "--model")
     return free // (kv_bytes_per_token * block_tokens)

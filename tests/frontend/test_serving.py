@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from spyre_emu.frontend.drawer import drawer_step
 from spyre_emu.frontend.serving import Decoder, StepPricer, load_model
 
 from spyre_emu.errors import ConfigError
@@ -59,11 +60,6 @@ def test_bad_models_are_one_line_errors(name, message):
         load_model(name)
 
 
-def test_tensor_parallel_is_refused_until_the_front_end_prices_it():
-    with pytest.raises(ConfigError, match="tensor parallel pricing is not available yet"):
-        StepPricer(Decoder(TOY))(StepShape(1, 1, 64, tp=2))
-
-
 def test_step_prices_are_kept_in_the_result_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")
     monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
@@ -99,3 +95,14 @@ def test_serve_end_to_end_on_a_toy_model(tmp_path, capsys):
     trace = json.loads((out / "t.json").read_text())
     assert {e["tid"] for e in trace["traceEvents"] if e["pid"] == 2 and e["ph"] == "X"} == {0, 1, 2}
     assert sorted(p.name for p in out.iterdir()) == ["cdf.png", "r.json", "t.json"]
+
+
+def test_a_tensor_parallel_step_is_one_cards_kernels_and_its_all_reduces():
+    """TP 2 on one layer: one card's kernel programs plus the drawer's collective time, and the two
+    all-reduces of a Megatron layer (after the attention's output projection and the MLP's down one)."""
+    decoder, shape = Decoder(ONE_LAYER, extrapolate=False), StepShape(1, 1, 64, tp=2)
+    [(module, inputs, _)] = [b for b in decoder.build(shape) if b[0] is not decoder.head]
+    step = drawer_step(module, inputs, 2, fallback="error")
+    assert step["collectives"] == 2
+    assert step["collective_us"] > 0
+    assert _stack_price(decoder, shape) == pytest.approx(step["card_us"] + step["collective_us"], rel=1e-9)

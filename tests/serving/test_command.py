@@ -16,7 +16,7 @@ PREFIX = "spyre-emu: error: "
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--model", "gpt-5"], "--model: unknown model 'gpt-5'; expected one of granite-3.3-8b, llama-3.1-8b"),
-    (["--tensor-parallel-size", "2"], "--tensor-parallel-size: tensor parallel pricing is not available yet"),
+    (["--tensor-parallel-size", "9"], "--tensor-parallel-size: a drawer holds at most 8 cards, got 9"),
     (["--max-num-batched-tokens", "100"], "--max-num-batched-tokens: must be a multiple of 64"),
     (["--num-prompts", "0"], "--num-prompts: must be at least 1, got 0"),
     (["--max-concurrency", "0"], "--max-concurrency: must be at least 1, got 0"),

@@ -94,7 +94,7 @@ def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
 
 def memory_allocated(device: Any = None) -> int:
     dev = state.current()
-    dev.store.sweep()
+    dev.store.sweep(collect=True)
     return dev.store.memory.stats.allocated
 
 
@@ -109,12 +109,12 @@ def reset_peak_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
-    state.current().store.sweep()
+    state.current().store.sweep(collect=True)
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:
     dev = state.current()
-    dev.store.sweep()
+    dev.store.sweep(collect=True)
     stats = dev.store.memory.stats
     return {"allocated_bytes.all.current": stats.allocated, "allocated_bytes.all.peak": stats.peak,
             "allocation.all.allocated": stats.allocations, "allocation.all.freed": stats.frees,

@@ -58,7 +58,7 @@ def report() -> DeviceReport:
             copies[e.op.direction] = (n + 1, b + e.op.nbytes)
         elif isinstance(e.op, Launch):
             kernels[e.label] += 1
-    dev.store.sweep()
+    dev.store.sweep(collect=True)
     memory = dev.store.memory.stats
     return DeviceReport(round(timeline.end_us, 6), sum(kernels.values()), kernels, copies, dict(dev.log.fallbacks),
                         memory.allocated, memory.peak)

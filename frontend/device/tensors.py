@@ -7,18 +7,19 @@ tensor over those bytes with ``t``'s sizes, strides and offset: ops run on it (o
 card, from and into it), so views and in-place ops share data exactly as on a real device.
 
 Memory is freed when nothing but this registry holds a device storage any more (no tensor, no
-Python reference to the storage): ``sweep`` checks before every allocation and every statistic, so
-the figures count live tensors and storages only.
+Python reference to the storage): ``sweep`` checks before every allocation and every statistic
+(which also collect reference cycles first), so the figures count live tensors and storages only.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 from dataclasses import dataclass
 
 import torch
 
-from .memory import CardMemory
+from .memory import CardMemory, OutOfMemoryError
 
 POINTER_BASE = 1 << 40
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -40,8 +41,18 @@ class Store:
         self.live: dict[int, Allocation] = {}      # by device pointer
         self.by_host: dict[int, Allocation] = {}   # by the host buffer's pointer
 
-    def sweep(self) -> None:
-        for ptr in [p for p, a in self.live.items() if _unused(a.device)]:
+    def sweep(self, collect: bool = False) -> None:
+        """Free the unreferenced allocations; ``collect`` runs Python's cycle collector first (tensors in
+        reference cycles), as statistics and a failed allocation do."""
+        if collect:
+            gc.collect()
+        # Nothing but this registry holds a storage: no tensor (its use count) and no Python reference to
+        # its one Python object (``t.untyped_storage()`` returns the registry's): sys.getrefcount sees the
+        # attribute and its own argument. Counted here, not in a helper: a Python call's argument may or
+        # may not hold a reference of its own, depending on how the interpreter specialized the call.
+        unused = [p for p, a in self.live.items()
+                  if torch._C._storage_Use_Count(a.device._cdata) == 1 and sys.getrefcount(a.device) == 2]
+        for ptr in unused:
             allocation = self.live.pop(ptr)
             if self.by_host.get(allocation.host.data_ptr()) is allocation:
                 del self.by_host[allocation.host.data_ptr()]
@@ -73,7 +84,11 @@ class Store:
 
     def _allocate(self, host: torch.UntypedStorage) -> torch.UntypedStorage:
         self.sweep()
-        address = self.memory.allocate(host.nbytes())
+        try:
+            address = self.memory.allocate(host.nbytes())
+        except OutOfMemoryError:  # tensors in reference cycles may hold memory: collect them, then try again
+            self.sweep(collect=True)
+            address = self.memory.allocate(host.nbytes())
         device = torch._C._construct_storage_from_data_pointer(POINTER_BASE + address, self.device, host.nbytes())
         allocation = Allocation(address, host.nbytes(), host, device)
         self.live[device.data_ptr()] = allocation
@@ -95,9 +110,3 @@ class Store:
         storage = data.untyped_storage()
         return self.by_host.get(storage.data_ptr()) if storage.nbytes() else None
 
-
-def _unused(storage: torch.UntypedStorage) -> bool:
-    """Nothing but the registry holds ``storage``: no tensor (the storage's use count) and no Python
-    reference to its one Python object (``t.untyped_storage()`` returns the registry's object)."""
-    held = 3  # the allocation's attribute, this function's argument, getrefcount's argument
-    return torch._C._storage_Use_Count(storage._cdata) == 1 and sys.getrefcount(storage) <= held

@@ -57,7 +57,7 @@ def figures(compiled: Compiled, runs: list[tuple[Segment, RunResult]], cards: in
     launches = sum(isinstance(op, Launch) for op in ranks[0])
     return {"cards": cards, "step_us": round(t.end_us, 3),
             "card_us": round(sum(op.card_us for op in ranks[0] if isinstance(op, Launch)), 3),
-            "launches": launches, "dispatch_us": round(launches * host.runtime.dispatch_us, 3),
+            "launches": launches, "dispatch_us": round(launches * machine.launch_us(), 3),
             "card_busy_us": [round(t.busy_us(f"card{r}.compute"), 3) for r in range(cards)],
             "host_busy_us": [round(t.busy_us(w), 3) for w in threads],
             "collectives": sum(isinstance(op, Collective) for op in ranks[0]),

@@ -67,7 +67,7 @@ def report() -> DeviceReport:
 def _trace(dev: state.Device) -> list[dict[str, Any]]:
     """Each kernel program's span on the card as a kernel (its dispatch counted as DMA-in time)."""
     ghz = dev.machine.clock.ghz
-    dispatch = dev.log.host.runtime.dispatch_us
+    dispatch = dev.machine.launch_us()
     rows = []
     for span in dev.log.timeline().spans:
         if not span.where.endswith(".compute"):

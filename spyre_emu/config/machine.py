@@ -330,3 +330,7 @@ class Machine:
 
     def stop_of(self, name: str) -> int:
         return self.ring.stops.index(name)
+
+    def launch_us(self) -> float:
+        """The firmware's dispatch of a kernel program, in µs: part of every program's simulated time."""
+        return self.launch.dispatch_cycles / (self.clock.ghz * 1000)

@@ -21,7 +21,6 @@ class Runtime:
     prepare_us: float
     patch_us: float
     copy_prepare_us: float
-    dispatch_us: float
     completion_us: float
     compute_queue_entries: int
 

@@ -38,7 +38,7 @@ def run_on_cards(program: Program, name: str, card_us: float, cards: int, host: 
     threads = ["host"] if cards == 1 else [f"host.rank{r}" for r in range(cards)]
     return {"cards": cards, "host_us": round(t.end_us, 3), "card_us": round(card_us, 3),
             "launch_us": [round(t.busy_us(w), 3) for w in threads],
-            "dispatch_us": host.runtime.dispatch_us,
+            "dispatch_us": machine.launch_us(),
             "card_busy_us": [round(t.busy_us(f"card{r}.compute"), 3) for r in range(cards)],
             "all_reduce_bytes": nbytes if cards > 1 else 0, "collective_us": round(t.busy_us("drawer"), 3)}, t
 

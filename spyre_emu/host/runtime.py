@@ -6,8 +6,9 @@ What it models (docs/host.md):
   graphs cached, only a program's first launch does, the others patch addresses. A copy builds its
   transfer first unless transfers are cached. Then the work is queued and the host goes on.
 - **The card** runs one kernel at a time from a compute queue of ``compute_queue_entries``; a host
-  that finds it full waits for a place. A kernel takes the firmware's dispatch, its simulated time
-  on the card (from the numba engine, given), then the completion notice. Copies to and from the
+  that finds it full waits for a place. A kernel takes its simulated time on the card (from the
+  numba engine, given: it starts with the firmware's dispatch, the card's ``launch.dispatch_cycles``),
+  then the completion notice. Copies to and from the
   card have queues of their own (DMA in, DMA out) and share the drawer's PCIe uplink, one transfer
   per direction at a time.
 - **Streams** keep their own work in order: an op starts only after the stream's previous op is done.
@@ -222,7 +223,7 @@ class _Model:
     def _kernel(self, op: Launch, i: int, place):
         with self.compute[op.card].request() as engine:
             yield engine
-            yield from self._span(i, op.program, f"card{op.card}.compute", self.host.runtime.dispatch_us + op.card_us)
+            yield from self._span(i, op.program, f"card{op.card}.compute", op.card_us)
         self.queue[op.card].release(place)
 
     def _copy(self, op: Copy, i: int):

@@ -13,7 +13,6 @@ MACHINE = load_machine()
 HOST = load_host()
 RT, DRAWER = HOST.runtime, HOST.drawer
 BUILD = RT.deserialize_us + RT.prepare_us          # 4,956.5 µs
-KERNEL = RT.dispatch_us                            # 12.5 µs before a kernel's own time
 
 
 def pcie_us(nbytes: int) -> float:
@@ -24,9 +23,9 @@ def pcie_us(nbytes: int) -> float:
 def test_a_warm_launch_only_patches():
     """A later step of a serving loop: the program was built before, so the launch is patched (20 µs)."""
     t = simulate_host([Launch("k", 100.0)], HOST, MACHINE, warm=True)
-    assert t.end_us == pytest.approx(RT.patch_us + KERNEL + 100.0 + RT.completion_us)
+    assert t.end_us == pytest.approx(RT.patch_us + 100.0 + RT.completion_us)
     cold = simulate_host([Launch("k", 100.0)], HOST, MACHINE, warm=True, cached_launches=False)
-    assert cold.end_us == pytest.approx(BUILD + KERNEL + 100.0 + RT.completion_us)
+    assert cold.end_us == pytest.approx(BUILD + 100.0 + RT.completion_us)
 
 
 def test_ranks_build_in_parallel_and_meet_at_the_all_reduce():
@@ -36,14 +35,14 @@ def test_ranks_build_in_parallel_and_meet_at_the_all_reduce():
     ranks = [[Launch("k", us, card=r), Collective("all_reduce", s, (0, 1)), Launch("k", 50.0, card=r)]
              for r, us in enumerate((100.0, 300.0))]
     t = simulate_ranks(ranks, HOST, MACHINE, warm=True)
-    meet = RT.patch_us + KERNEL + 300.0 + RT.completion_us
+    meet = RT.patch_us + 300.0 + RT.completion_us
     leg = max(pcie_us(s // 2), 2 * (s // 2) / 63_000)
     reduce = DRAWER.collective_fixed_us + 2 * (DRAWER.step_latency_us + 2 * leg)
     assert reduce == pytest.approx(collective_us("all_reduce", s, 2, DRAWER, pcie_us))
     drawer = next(s for s in t.spans if s.where == "drawer")
     assert (drawer.start, drawer.end) == pytest.approx((meet, meet + reduce))
     # after it each rank patches its next launch, and both cards run it side by side
-    assert t.end_us == pytest.approx(meet + reduce + RT.patch_us + KERNEL + 50.0 + RT.completion_us)
+    assert t.end_us == pytest.approx(meet + reduce + RT.patch_us + 50.0 + RT.completion_us)
     assert t.busy_us("host.rank0") == t.busy_us("host.rank1") == pytest.approx(2 * RT.patch_us)
     one_thread = simulate_host([Launch("k", 100.0, card=0), Launch("k", 300.0, card=1)], HOST, MACHINE, cards=2,
                                warm=True)

@@ -15,7 +15,6 @@ MACHINE = load_machine()
 HOST = load_host()
 RT, DRAWER = HOST.runtime, HOST.drawer
 BUILD = RT.deserialize_us + RT.prepare_us          # 4,956.5 µs
-KERNEL = RT.dispatch_us                            # 12.5 µs before a kernel's own time
 
 
 def pcie_us(nbytes: int) -> float:
@@ -23,11 +22,11 @@ def pcie_us(nbytes: int) -> float:
     return 1.0 + nbytes * 536 / 512 / 63_000
 
 
-def test_one_launch_is_build_dispatch_compute_completion():
+def test_one_launch_is_build_compute_completion():
     t = simulate_host([Launch("k", 100.0)], HOST, MACHINE)
-    assert t.end_us == pytest.approx(BUILD + KERNEL + 100.0 + RT.completion_us)
+    assert t.end_us == pytest.approx(BUILD + 100.0 + RT.completion_us)
     assert t.busy_us("host") == pytest.approx(BUILD)
-    assert t.busy_us("card0.compute") == pytest.approx(KERNEL + 100.0)
+    assert t.busy_us("card0.compute") == pytest.approx(100.0)
 
 
 def test_a_cached_graph_is_built_once_and_its_next_launch_only_patched():
@@ -35,20 +34,20 @@ def test_a_cached_graph_is_built_once_and_its_next_launch_only_patched():
     cached = simulate_host(ops, HOST, MACHINE, cached_launches=True)
     # the second build (patch, 20 µs) overlaps the first kernel; the second kernel follows the first on
     # the card at once (the completion notice is the host's, not the card's)
-    assert cached.end_us == pytest.approx(BUILD + 2 * (KERNEL + 1000.0) + RT.completion_us)
+    assert cached.end_us == pytest.approx(BUILD + 2 * (1000.0) + RT.completion_us)
     rebuilt = simulate_host(ops, HOST, MACHINE, cached_launches=False)
     # each launch builds afresh: the second kernel waits for its own build, longer than the first kernel
-    assert rebuilt.end_us == pytest.approx(2 * BUILD + KERNEL + 1000.0 + RT.completion_us)
+    assert rebuilt.end_us == pytest.approx(2 * BUILD + 1000.0 + RT.completion_us)
 
 
 def test_a_full_compute_queue_holds_the_host():
     """Six kernels of 1 ms, graphs cached: the host queues four, builds the fifth, then waits for the
-    first to leave the card's queue (dispatch, 1 ms) to queue it, and only then builds the sixth."""
+    first to leave the card's queue (1 ms) to queue it, and only then builds the sixth."""
     ops = [Launch("k", 1000.0) for _ in range(6)]
     t = simulate_host(ops, HOST, MACHINE)
     builds = [s for s in t.spans if s.where == "host"]
     assert builds[4].start == pytest.approx(BUILD + 3 * RT.patch_us)
-    assert builds[5].start == pytest.approx(BUILD + KERNEL + 1000.0)
+    assert builds[5].start == pytest.approx(BUILD + 1000.0)
 
 
 def test_an_uncached_copy_builds_its_transfer_first():
@@ -61,7 +60,7 @@ def test_two_streams_and_an_event():
     done, then builds nothing (cached) and the copy runs; without the event the copy runs at once."""
     ops = [Launch("k", 500.0, stream=0), Record("done", stream=0), Wait("done"), Copy("h2d", 1 << 20, stream=1)]
     t = simulate_host(ops, HOST, MACHINE)
-    kernel_end = BUILD + KERNEL + 500.0
+    kernel_end = BUILD + 500.0
     copy = next(s for s in t.spans if s.where == "card0.dma_h2d")
     assert copy.start == pytest.approx(kernel_end + RT.completion_us)
     assert copy.end - copy.start == pytest.approx(pcie_us(1 << 20))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +22,24 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests simulate afresh; tests/test_memo.py turns the result cache on, in a temporary directory.
 os.environ["SPYRE_EMU_RESULT_CACHE"] = "0"
 SHARED = ROOT.parent / "shared"
+ACELYZER = shutil.which("acelyzer", path=str(Path(sys.executable).parent)) or shutil.which("acelyzer")
+
+
+def acelyzer(*args: str) -> subprocess.CompletedProcess:
+    """IBM's trace analyzer on ``args``: skipped where it is not installed, a failure under CI."""
+    if ACELYZER is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("acelyzer is missing under CI: pip install -e '.[test]' installs aiu-trace-analyzer")
+        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
+    return subprocess.run([ACELYZER, *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+def assert_acelyzer_verifies(trace: Path, folder: Path) -> None:
+    """``acelyzer -V`` on ``trace`` passes (its verdict written in ``folder``)."""
+    out = folder / "verify.json"
+    done = acelyzer("-V", "-i", str(trace), "-o", str(out))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert json.loads(out.read_text())["result"] == "PASS"
 
 
 def card_fp16(values):

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,6 +14,7 @@ from spyre_emu.frontend.device import module as spyre  # noqa: E402
 from spyre_emu.frontend.device import report, state  # noqa: E402
 
 from spyre_emu.host import Copy, Launch  # noqa: E402
+from tests.conftest import assert_acelyzer_verifies  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -161,11 +158,4 @@ def test_report_names_everything_and_its_timeline_passes_acelyzer(device, tmp_pa
     events = json.loads(path.read_text())["traceEvents"]
     assert len([e for e in events if e.get("cat") == "kernel"]) == rep.launches
     assert len([e for e in events if e.get("cat") == "memcpy"]) == sum(n for n, _ in rep.copies.values())
-    acelyzer = shutil.which("acelyzer", path=str(Path(sys.executable).parent)) or shutil.which("acelyzer")
-    if acelyzer is None:
-        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
-    out = tmp_path / "verify.json"
-    done = subprocess.run([acelyzer, "-V", "-i", str(path), "-o", str(out)], capture_output=True, text=True,
-                          timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert json.loads(out.read_text())["result"] == "PASS"
+    assert_acelyzer_verifies(path, tmp_path)

@@ -4,9 +4,6 @@ drawer figures by hand, and the timeline's host, drawer and card processes (acel
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +12,10 @@ from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.host import Collective, Launch, collective_us, load_host, simulate_ranks
 from spyre_emu.host.drawer import trace_json
+from tests.conftest import assert_acelyzer_verifies
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "examples" / "programs" / "mlp_gelu_kernels.json"
-ACELYZER = shutil.which("acelyzer", path=str(Path(sys.executable).parent)) or shutil.which("acelyzer")
 
 
 def test_a_kernel_program_on_four_cards(tmp_path, capsys):
@@ -48,13 +45,7 @@ def test_a_kernel_program_on_four_cards(tmp_path, capsys):
     flows = [e for e in events if e["ph"] in "sf"]
     assert sum(e["cat"] == "launch" for e in flows) == 2 * 4
     assert sum(e["cat"] == "collective" for e in flows) == 2 * 4
-    if ACELYZER is None:
-        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
-    out = tmp_path / "verify.json"
-    done = subprocess.run([ACELYZER, "-V", "-i", str(trace), "-o", str(out)], capture_output=True, text=True,
-                          timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(out.read_text())["result"] == "PASS"
+    assert_acelyzer_verifies(trace, tmp_path)
 
 
 def test_one_card_has_no_collective(tmp_path):
@@ -75,10 +66,4 @@ def test_the_host_model_alone_is_a_trace_acelyzer_verifies(tmp_path):
     ranks = [[Launch("k", 100.0, card=r), Collective("all_reduce", 1 << 20, (0, 1))] for r in range(2)]
     path = tmp_path / "t.drawer.json"
     path.write_text(trace_json(simulate_ranks(ranks, load_host(), load_machine()), 2))
-    if ACELYZER is None:
-        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
-    out = tmp_path / "verify.json"
-    done = subprocess.run([ACELYZER, "-V", "-i", str(path), "-o", str(out)], capture_output=True, text=True,
-                          timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(out.read_text())["result"] == "PASS"
+    assert_acelyzer_verifies(path, tmp_path)

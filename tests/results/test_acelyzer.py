@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, acelyzer
 from tests.results.runs import STEMS
 
 TRACES = ROOT / "traces"
-ACELYZER = shutil.which("acelyzer", path=str(Path(sys.executable).parent)) or shutil.which("acelyzer")
-
-
-def _acelyzer(*args: str) -> subprocess.CompletedProcess:
-    if ACELYZER is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("acelyzer is missing under CI: pip install -e '.[test]' installs aiu-trace-analyzer")
-        pytest.skip("acelyzer not installed (pip install aiu-trace-analyzer)")
-    return subprocess.run([ACELYZER, *args], capture_output=True, text=True, timeout=600, check=False)
 
 
 def _trace(stem: str, folder: Path) -> Path:
@@ -40,7 +28,7 @@ def _trace(stem: str, folder: Path) -> Path:
 @pytest.mark.parametrize("stem", STEMS)
 def test_acelyzer_verifies_the_trace(stem, tmp_path):
     out = tmp_path / "verify.json"
-    done = _acelyzer("-V", "-i", str(_trace(stem, tmp_path)), "-o", str(out))
+    done = acelyzer("-V", "-i", str(_trace(stem, tmp_path)), "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(out.read_text())["result"] == "PASS"
 
@@ -51,7 +39,7 @@ def test_acelyzer_pt_utilization_is_the_reports(stem, tmp_path):
     ideal = tmp_path / "ideal"
     shutil.copytree(TRACES / f"{stem}_ideal_cycles", ideal)
     out = tmp_path / "out.json"
-    done = _acelyzer("-i", str(trace), "-c", str(ideal), "-o", str(out))
+    done = acelyzer("-i", str(trace), "-c", str(ideal), "-o", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
 
     def kernels(path: Path) -> dict:

@@ -19,8 +19,8 @@ class Runtime:
 
     deserialize_us: float
     prepare_us: float
+    graph_us: float
     patch_us: float
-    copy_prepare_us: float
     completion_us: float
     compute_queue_entries: int
 

@@ -1,10 +1,12 @@
 """The host runtime in simpy: one host thread issues launches, copies, events and collectives, in order.
 
 What it models (docs/host.md):
-- **The host thread** runs the program's calls one after another. A launch first builds its graph:
-  with graphs built on the launch path, every launch deserializes and prepares its program; with
-  graphs cached, only a program's first launch does, the others patch addresses. A copy builds its
-  transfer first unless transfers are cached. Then the work is queued and the host goes on.
+- **The host thread** runs the program's calls one after another. A program's first launch
+  deserializes and prepares it. After that, with graphs cached, a launch only patches addresses,
+  queues the kernel and goes on. With graphs built on the launch path (sendnn's graph loader), every
+  launch builds its graph again (``graph_us``) and the call returns only once the graph has run on
+  the card, as the loader's LaunchKernel does (its time includes the compute: torch-spyre PR 1728).
+  A copy on the graph path (transfers not cached) builds a graph the same way and waits for it too.
 - **The card** runs one kernel at a time from a compute queue of ``compute_queue_entries``; a host
   that finds it full waits for a place. A kernel takes its simulated time on the card (from the
   numba engine, given: it starts with the firmware's dispatch, the card's ``launch.dispatch_cycles``),
@@ -95,8 +97,8 @@ class Timeline:
 def simulate_host(ops: list[Op], host: Host, machine: Machine, cards: int = 1, cached_launches: bool = True,
                   cached_copies: bool = True, warm: bool = False) -> Timeline:
     """Run ``ops`` as the host issues them on ``cards`` cards; the timeline of every span. With
-    ``cached_launches`` off, every launch builds its graph on the compute path; with ``cached_copies``
-    off, every copy builds its transfer on the data path (IBM's "before"). ``warm``: every program was
+    ``cached_launches`` off, every launch builds its graph on the compute path and waits for it; with
+    ``cached_copies`` off, every copy does so on the data path (IBM's "before"). ``warm``: every program was
     built by an earlier step (a serving loop's steady state), so cached launches only patch."""
     return _run([ops], host, machine, cards, cached_launches, cached_copies, warm)
 
@@ -179,6 +181,8 @@ class _Model:
                     self._then(op.card, op.stream, self._kernel(op, i, place))
                 else:
                     self._then(op.card, op.stream, self._copy(op, i))
+                if not (self.cached_launches if isinstance(op, Launch) else self.cached_copies):
+                    yield self._seen(op.card, op.stream)  # the graph path returns once its graph has run
 
     def _check(self, op: Op, i: int) -> None:
         for card in getattr(op, "cards", None) or [getattr(op, "card", 0)]:
@@ -213,9 +217,10 @@ class _Model:
         if isinstance(op, Launch):
             first = (thread, op.program) not in self.built
             self.built.add((thread, op.program))
-            cost = rt.deserialize_us + rt.prepare_us if first or not self.cached_launches else rt.patch_us
+            built = rt.patch_us if self.cached_launches else rt.graph_us
+            cost = rt.deserialize_us + rt.prepare_us if first else built
         else:
-            cost = 0.0 if self.cached_copies else rt.copy_prepare_us
+            cost = 0.0 if self.cached_copies else rt.graph_us
         if cost:
             where = "host" if self.threads == 1 else f"host.rank{thread}"
             yield from self._span(i, f"build {_name(op)}", where, cost)

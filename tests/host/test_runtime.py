@@ -36,8 +36,11 @@ def test_a_cached_graph_is_built_once_and_its_next_launch_only_patched():
     # the card at once (the completion notice is the host's, not the card's)
     assert cached.end_us == pytest.approx(BUILD + 2 * (1000.0) + RT.completion_us)
     rebuilt = simulate_host(ops, HOST, MACHINE, cached_launches=False)
-    # each launch builds afresh: the second kernel waits for its own build, longer than the first kernel
-    assert rebuilt.end_us == pytest.approx(2 * BUILD + 1000.0 + RT.completion_us)
+    # the graph path: the first launch deserializes and prepares, and returns once its kernel is done and
+    # the host has heard so; only then does the second build its graph again (graph_us) and run
+    assert rebuilt.end_us == pytest.approx(BUILD + RT.graph_us + 2 * (1000.0 + RT.completion_us))
+    builds = [s.start for s in rebuilt.spans if s.where == "host"]
+    assert builds == pytest.approx([0.0, BUILD + 1000.0 + RT.completion_us])
 
 
 def test_a_full_compute_queue_holds_the_host():
@@ -50,9 +53,14 @@ def test_a_full_compute_queue_holds_the_host():
     assert builds[5].start == pytest.approx(BUILD + 1000.0)
 
 
-def test_an_uncached_copy_builds_its_transfer_first():
-    t = simulate_host([Copy("d2h", 4096)], HOST, MACHINE, cached_copies=False)
-    assert t.end_us == pytest.approx(RT.copy_prepare_us + pcie_us(4096) + RT.completion_us)
+def test_an_uncached_copy_builds_its_graph_and_waits_for_it():
+    """Two copies on the graph path: each builds its graph (graph_us), runs and is heard of (completion)
+    before the next is built; cached, the second transfer follows the first on the link at once."""
+    ops = [Copy("d2h", 4096), Copy("d2h", 4096)]
+    t = simulate_host(ops, HOST, MACHINE, cached_copies=False)
+    assert t.end_us == pytest.approx(2 * (RT.graph_us + pcie_us(4096) + RT.completion_us))
+    cached = simulate_host(ops, HOST, MACHINE)
+    assert cached.end_us == pytest.approx(2 * pcie_us(4096) + RT.completion_us)
 
 
 def test_two_streams_and_an_event():

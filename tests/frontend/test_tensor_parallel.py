@@ -19,14 +19,7 @@ from tests.frontend import models  # noqa: E402
 pytestmark = pytest.mark.torch
 
 
-def _x(*shape):
-    torch.manual_seed(sum(shape))
-    return torch.randn(*shape).half()
-
-
-def _model(cls, *args):
-    torch.manual_seed(1)
-    return cls(*args).half().eval()
+_x, _model = models.seeded_input, models.seeded
 
 
 def _collectives() -> list[str]:

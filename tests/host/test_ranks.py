@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from spyre_emu.config import load_machine
 from spyre_emu.errors import ConfigError
-from spyre_emu.host import Collective, Launch, collective_us, load_host, simulate_host, simulate_ranks
-
-MACHINE = load_machine()
-HOST = load_host()
-RT, DRAWER = HOST.runtime, HOST.drawer
-BUILD = RT.deserialize_us + RT.prepare_us          # 4,956.5 µs
-
-
-def pcie_us(nbytes: int) -> float:
-    """1,100 cycles at 1.1 GHz = 1 µs, then the bytes with 24 B of TLP per 512 B at 63 GB/s."""
-    return 1.0 + nbytes * 536 / 512 / 63_000
+from spyre_emu.host import Collective, Launch, collective_us, simulate_host, simulate_ranks
+from tests.host.hand import DRAWER, HOST, MACHINE, RT, pcie_us
 
 
 def test_a_warm_launch_only_patches():

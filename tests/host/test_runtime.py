@@ -7,19 +7,9 @@ import random
 
 import pytest
 
-from spyre_emu.config import load_machine
 from spyre_emu.errors import ConfigError
 from spyre_emu.host import Collective, Copy, Launch, Record, Wait, collective_us, load_host, plan, simulate_host
-
-MACHINE = load_machine()
-HOST = load_host()
-RT, DRAWER = HOST.runtime, HOST.drawer
-BUILD = RT.deserialize_us + RT.prepare_us          # 4,956.5 µs
-
-
-def pcie_us(nbytes: int) -> float:
-    """1,100 cycles at 1.1 GHz = 1 µs, then the bytes with 24 B of TLP per 512 B at 63 GB/s."""
-    return 1.0 + nbytes * 536 / 512 / 63_000
+from tests.host.hand import BUILD, DRAWER, HOST, MACHINE, RT, pcie_us
 
 
 def test_one_launch_is_build_compute_completion():

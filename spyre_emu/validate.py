@@ -95,17 +95,20 @@ MEASUREMENTS = (
                 "torch-spyre issue 4032", ("decode_16x4096x25600_32cores",), _ms, DRAM_WHY),
     Measurement("softmax_dram", "softmax over dim 0 of (512,1024), 1 core, every intermediate through DRAM", 32.51,
                 "µs", "torch-spyre scratchpad planning doc", ("softmax_dim0_512x1024_dram_1core",), _us,
-                "the five kernels (max, sub, exp, sum, realdiv) move 8 MB through DRAM, which even at the "
-                "204.8 GB/s peak takes 41 µs: the measured kernel cannot have moved all of it, so its schedule "
-                "(how many kernels, what stays on chip) differs from this program; one core's loads and stores "
-                "also reach only about 90 GB/s here"),
+                "the doc's program is this one (one core; max, sub, exp, sum, div, every intermediate in DRAM: "
+                "eight passes of 1 MB, its 8MN + 4N counting elements), and 8 MB take 41 µs even at the 204.8 GB/s "
+                "peak. Silicon's stages do not follow the bytes either: pinning the two 2 KB reductions in LX saved "
+                "4.85 µs, dropping 5 MB more saved 3.7 µs. The figure is not this program's DRAM time, and the doc "
+                "does not say how it was timed; no mechanism reaches it"),
     Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, "
                 "input cloned to LX", 23.67, "µs", "torch-spyre scratchpad planning doc",
                 ("softmax_dim0_512x1024_lx_1core",), _us,
-                "DRAM traffic falls to 2 MB; what remains is SFU time: 8192 sticks through copy, max, sub, exp, "
-                "sum and div on two SFUs at the assumed costs (1 cycle per stick, 4 for exp and div) is about "
-                "49,000 cycles. The silicon time fits one cycle per stick for every op: the assumed ×4 for "
-                "transcendental ops ([sfu.cost_cycles], marked assumed) is the suspect"),
+                "five SFU passes (max, sub, exp, sum, div) over 8192 sticks on two SFUs take 20,480 cycles "
+                "(18.6 µs) even at one cycle per stick for every op; with the 7.3 µs launch that is 25.9 µs before "
+                "any DRAM time, above the measurement. At the assumed ×4 for exp and div ([sfu.cost_cycles]) the "
+                "SFU alone is 36,864 cycles. The one public figure on LX-resident SFU work (torch-spyre's cost-model "
+                "notes: a chain of 1 to 16 gelus in LX costs about 0.44 µs per op, ±5 µs noise) cannot tell ×1 "
+                "from ×4, so the assumed value stays"),
     Measurement("prefill_4096", "matmul [1,512,4096]×[4096,4096]: (32,1,1) time / (8,4,1) time", 2.59, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x4096_split32x1", "prefill_512x4096x4096_split8x4"),
                 _ratio, PREFILL_WHY),

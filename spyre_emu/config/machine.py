@@ -275,12 +275,15 @@ class Pcie:
 
 @dataclass(frozen=True)
 class Launch:
-    """What starting a kernel program costs on the card, before its first instruction runs."""
+    """What starting a kernel program costs on the card, before its first instruction runs. An on-chip
+    relayout (a program whose only instructions are LX-to-LX sends: torch-spyre's STCDP data op, its own
+    execute) also sets up its moves first; sends inside a compute kernel (split K, reductions) do not."""
 
     dispatch_cycles: int
+    relayout_setup_cycles: int
 
     def problems(self) -> Problems:
-        return _non_negative(self, "dispatch_cycles")
+        return _non_negative(self, "dispatch_cycles", "relayout_setup_cycles")
 
 
 @dataclass(frozen=True)

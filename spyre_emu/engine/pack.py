@@ -182,9 +182,13 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
     # Pending events: one per in-flight stick or request of each DMA unit (a multicast stick: one
-    # per direction), one per stick in a FIFO (becoming visible), and a few per unit and channel.
+    # per direction, and one per copy being written where it passed: ring.travel_nb), one per stick
+    # in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    ev, qa = new_queue(n_units * (2 * machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
+    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
+    copies = int(ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4].max(initial=0))
+    ev, qa = new_queue(n_units * (2 * inflight_sticks + 8) + machine.cores.count * inflight_sticks * copies
+                       + fifo_sticks + 1024)
     times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
     times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)

@@ -171,6 +171,8 @@ def show(name: str, new: dict, ref: dict | None) -> None:
     print(f"{name:<22} {new['wall_s']:8.2f} s  peak {new['peak_rss_mb']:7.0f} MB  {new['cycles']:>12} cycles  "
           f"{new['kernels']} kernels in {new['programs']} programs{ratio}{same}")
     print(f"{'':<22} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
+    if ref and ref.get("stages_s"):
+        print(f"{'':<22} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
 
 
 def main() -> None:

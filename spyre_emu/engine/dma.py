@@ -209,12 +209,12 @@ def stick_nb(st, stop, dst, u, role, x, t):
     """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller). A
     multicast copy is written by each destination's ring receive port as it passes, then goes on."""
     us, chunk, rx_port, ins = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT], st[L.ST_INS]
-    if role == L.ROLE_MCAST:
+    if role == L.ROLE_MCAST or role == L.ROLE_LAND:
         ok = True
         if (ins[x, L.I_A3] >> stop) & 1:
             core = us[st[L.ST_STOPS][stop, L.R_INJ0], L.U_CORE]
             ok = delivered_nb(st, u, x, 1, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
-        if stop != dst:
+        if stop != dst and role == L.ROLE_MCAST:
             ok &= travel_nb(st, stop, dst, u, role, x, t)
         return ok
     if stop != dst:

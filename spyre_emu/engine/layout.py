@@ -69,8 +69,9 @@ E_COLS = 9
 EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(9)
 
 # Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written
-# sticks their request slot.
-ROLE_READ, ROLE_WRITE, ROLE_SEND, ROLE_MCAST = range(4)
+# sticks their request slot. ROLE_LAND: a multicast copy being written at a destination it passed
+# on without stopping (ring.travel_nb); an event of its own, ordered where the copy's arrival would be.
+ROLE_READ, ROLE_WRITE, ROLE_SEND, ROLE_MCAST, ROLE_LAND = range(5)
 
 # Run status returned by the loop (RUNNING: its event budget is spent, call it again).
 STATUS_DONE, STATUS_DEADLOCK, STATUS_MAX_CYCLES, STATUS_QUEUE_FULL, STATUS_RUNNING = range(5)

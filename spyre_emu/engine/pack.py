@@ -64,33 +64,9 @@ def sfu_stick_cycles(machine: Machine, op: str) -> int:
 def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True) -> Packed:
     instructions = program.instructions()
     names = unit_names(machine)
-    tokens = sorted({t for ins in instructions for t in (*ins.wait, *ins.signal)})
-    token_id = {t: k for k, t in enumerate(tokens)}
-    rows: list[list[int]] = []
-    toks: list[int] = []
     us = _units(machine, len(names))
-    per_op: dict[tuple, list[int]] = {}  # programs repeat instructions: encode each shape once
-    for (core, unit), stream in program.streams.items():
-        u = unit_index(machine, core, unit)
-        us[u, L.U_PC], us[u, L.U_END] = len(rows), len(rows) + len(stream)
-        us[u, L.U_OLDEST] = us[u, L.U_PC]
-        for item in stream:
-            key = (item.op, *item.args.items())
-            row = per_op.get(key)
-            if row is None:
-                row = per_op[key] = _encode(item, machine)
-            row = row.copy()
-            row[L.I_UNIT] = u
-            row[L.I_W0] = row[L.I_W1] = row[L.I_S0] = row[L.I_S1] = len(toks)
-            if item.wait or item.signal:
-                toks += [token_id[t] for t in item.wait]
-                row[L.I_W1] = row[L.I_S0] = len(toks)
-                toks += [token_id[t] for t in item.signal]
-                row[L.I_S1] = len(toks)
-            rows.append(row)
-    ins = np.array(rows or [[0] * L.I_COLS], np.int64)
-    state = _state(machine, ins, np.array(toks or [0], np.int64), us, len(tokens), len(instructions),
-                   max_cycles)
+    ins, toks, tokens = _table(program, machine, us)
+    state = _state(machine, ins, toks, us, len(tokens), len(instructions), max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops
     state[L.ST_CFG][L.C_SEND_HOLD] = machine.ring.send_stick_cycles
     state[L.ST_CFG][L.C_PIECE_SETUP] = machine.dma.piece_setup_cycles
@@ -98,6 +74,46 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     state[L.ST_CFG][L.C_CHANNEL_SHIFT] = machine.dram.channels.bit_length() - 1
     state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
     return Packed(state, instructions, names, tokens)
+
+
+def _table(program: UnitProgram, machine: Machine, us: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The instruction table, the token lists and the token names; sets each unit's instruction range
+    in ``us``. Programs repeat instructions: each distinct (op, args) is encoded once, then the rows
+    are gathered and the unit and token columns filled with numpy."""
+    token_id: dict[str, int] = {}  # numbered in order of first use (only a deadlock message names them)
+    shapes: dict[tuple, int] = {}
+    encoded: list[list[int]] = []
+    shape_of: list[int] = []
+    unit_of: list[int] = []
+    bounds: list[int] = []  # per instruction: where its waits start, where its signals start and end
+    toks: list[int] = []
+    for (core, unit), stream in program.streams.items():
+        u = unit_index(machine, core, unit)
+        us[u, L.U_PC], us[u, L.U_END] = len(shape_of), len(shape_of) + len(stream)
+        us[u, L.U_OLDEST] = us[u, L.U_PC]
+        unit_of += [u] * len(stream)
+        for item in stream:
+            key = (item.op, *item.args.items())
+            k = shapes.get(key)
+            if k is None:
+                k = shapes[key] = len(encoded)
+                encoded.append(_encode(item, machine))
+            shape_of.append(k)
+            first = len(toks)
+            if item.wait or item.signal:
+                toks += [token_id.setdefault(t, len(token_id)) for t in item.wait]
+                bounds += (first, len(toks))
+                toks += [token_id.setdefault(t, len(token_id)) for t in item.signal]
+                bounds.append(len(toks))
+            else:
+                bounds += (first, first, first)
+    if not shape_of:
+        return np.zeros((1, L.I_COLS), np.int64), np.zeros(1, np.int64), []
+    ins = np.array(encoded, np.int64)[shape_of]
+    ins[:, L.I_UNIT] = unit_of
+    b = np.array(bounds, np.int64).reshape(-1, 3)
+    ins[:, L.I_W0], ins[:, L.I_W1], ins[:, L.I_S0], ins[:, L.I_S1] = b[:, 0], b[:, 1], b[:, 1], b[:, 2]
+    return ins, np.array(toks or [0], np.int64), list(token_id)
 
 
 def _encode(item: Instruction, machine: Machine) -> list[int]:
@@ -182,9 +198,13 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
     # Pending events: one per in-flight stick or request of each DMA unit (a multicast stick: one
-    # per direction), one per stick in a FIFO (becoming visible), and a few per unit and channel.
+    # per direction, and one per copy being written where it passed: ring.travel_nb), one per stick
+    # in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    ev, qa = new_queue(n_units * (2 * machine.dma.max_inflight_bytes // STICK_BYTES + 8) + fifo_sticks + 1024)
+    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
+    copies = int(ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4].max(initial=0))
+    ev, qa = new_queue(n_units * (2 * inflight_sticks + 8) + machine.cores.count * inflight_sticks * copies
+                       + fifo_sticks + 1024)
     times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
     times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)

@@ -8,15 +8,21 @@ first come, first served (ties in event order). Routes take the shorter directio
 equal distances go clockwise (towards higher stop numbers).
 
 A multicast copy (a load to several cores) is written into the LX of every destination it passes
-and goes on; its arrival at each of them is an event.
+and goes on; its write at each of them is an event at its arrival cycle.
 
 Every hop is an event, except where taking the next hop at once provably gives the same
 answer (``cfg[C_CHAIN]``): a link out of stop s in direction d is fed only by the link
 into s in direction d, first come first served, and by sticks put on the ring at s. So a
 stick may cross s within the current event when no earlier stick still waits to be handled
 at (s, d) and nothing can be put on the ring at s before the stick arrives there: the stop's
-DMA units have no instructions left, or, at a memory controller, the arrival is earlier
-than any data the controller has scheduled or could still schedule (now + tRL + one stick).
+store and send units have no instructions left or cannot issue before the arrival (a piece's
+set-up comes first), or, at a memory controller, the arrival is earlier than any data the
+controller has scheduled or could still schedule (now + tRL + one stick).
+A multicast copy chains past its destinations the same way: its write at a destination it
+passes is left behind as an event of its own (``ROLE_LAND``), in the place the copy's arrival
+there would have in the canonical order (no other stick of the same unit can reach the same
+stop, bound the same way, in the same cycle), and the write changes nothing the copy's onward
+travel reads (links, ``pending``, the stops' store and send units).
 ``tests/engine/test_hop_chaining.py`` checks the two modes give identical logs.
 """
 
@@ -71,12 +77,28 @@ def _injection_horizon_nb(st, stop, now):
     kind = stops[stop, L.R_KIND]
     if kind == L.STOP_MEMORY:
         return now + cfg[L.C_RL] + cfg[L.C_STICK_CYC]
+    horizon = NEVER
     if kind == L.STOP_UNITS:
         for j in (L.R_INJ0, L.R_INJ1):
             u = stops[stop, j]
             if u >= 0 and us[u, L.U_PC] < us[u, L.U_END]:
-                return now
-    return NEVER
+                horizon = min(horizon, _unit_horizon_nb(us, cfg, u, now))
+    return horizon
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _unit_horizon_nb(us, cfg, u, now):
+    """The earliest cycle a core's store or send unit with work left could put a stick on the ring.
+    Its sticks go on at their port cycle, never before the request that issues them, and a store or
+    send issues nothing of a piece before the piece is set up (dma.issue_nb): a unit between
+    instructions starts its next at ``now`` at the earliest, so issues at ``now + piece_setup``; a
+    busy one still setting up a piece issues at its end. Sticks already issued are events, counted
+    in ``pending``. The host's PCIe unit has no set-up: ``now``."""
+    if us[u, L.U_CORE] < 0:
+        return now
+    if us[u, L.U_BUSY] == 0:
+        return now + cfg[L.C_PIECE_SETUP]
+    return max(now, us[u, L.U_PIECE_AT])
 
 
 @njit(cache=True, _nrt=False)
@@ -95,9 +117,11 @@ def travel_nb(st, stop, dst, u, role, x, t):
         link[lk, L.L_WAIT] += depart - t
         us[u, L.S_STALL_LINK] += depart - t
         stop, t = (stop + step) % n, depart + cfg[L.C_HOP]
-        drops = role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1  # a multicast copy lands here
-        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0 or drops
+        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
                 or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:
                 pending[2 * stop + d] += 1
             return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+        if role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1:  # written here at t, goes on
+            if not at_nb(st, t, L.EV_STICK, stop, dst, u, L.ROLE_LAND, x):
+                return False

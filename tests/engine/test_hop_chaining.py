@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from spyre_emu.calibration import matmul_program
 from spyre_emu.engine import simulate
-from spyre_emu.pipeline import load_program
+from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import parse_unit_program
 from tests.conftest import ROOT, program
 
@@ -48,3 +49,36 @@ def test_mixed_traffic(spyre, cores, kb):
 def test_tiny_card(tiny):
     prog = parse_unit_program(_mixed_traffic(4, 16), tiny)
     _same(simulate(prog, tiny), simulate(prog, tiny, chain_hops=False))
+
+
+def _waiting_injectors(cores: int, kb: int) -> dict:
+    """Multicast and plain loads crossing stops whose store and send units wait on the loads' tokens,
+    then strided stores (a set-up per piece) and sends while the loads' copies still pass."""
+    units = {}
+    for c in range(cores):
+        to = [(c + j * 5) % cores for j in range(4)]
+        units[c] = {
+            "load": [{"op": "load", "dram": f"x+{c * kb * 1024}", "lx": 0, "bytes": kb * 512, "to": to,
+                      "signal": ["half", "sent"]},
+                     {"op": "load", "dram": f"x+{c * kb * 1024 + kb * 512}", "lx": kb * 1024, "bytes": kb * 512}],
+            "store": [{"op": "store", "lx": 0, "dram": f"y+{c * kb * 1024}", "bytes": kb * 512, "piece": 512,
+                       "stride": 1024, "wait": ["half"]}],
+            "send": [{"op": "send", "lx": 0, "to_core": (c + 3) % cores, "to_lx": 2 * kb * 1024, "bytes": kb * 256,
+                      "wait": ["sent"]}],
+        }
+    return program(units, {"x": {"bytes": cores * kb * 1024}, "y": {"bytes": cores * kb * 1024}})
+
+
+@pytest.mark.parametrize(("cores", "kb"), [(32, 16), (9, 24)])
+def test_chaining_past_waiting_and_setting_up_injectors(spyre, cores, kb):
+    """A copy crosses a stop whose store or send unit is between instructions or setting up a piece
+    (ring._unit_horizon_nb): the same logs as with every hop an event."""
+    prog = parse_unit_program(json.loads(json.dumps(_waiting_injectors(cores, kb))), spyre)
+    _same(simulate(prog, spyre), simulate(prog, spyre, chain_hops=False))
+
+
+@pytest.mark.parametrize(("shape", "split"), [((1, 64, 1024, 512), (1, 32, 1, 1)), ((1, 128, 512, 1024), (1, 4, 2, 4))])
+def test_lowered_matmul_with_cohorts(spyre, shape, split):
+    """A lowered matmul: multicast cohorts, split K's reduction, stores waiting on the PT."""
+    units = parse(matmul_program(*shape, split), spyre, "calibration").units
+    _same(simulate(units, spyre), simulate(units, spyre, chain_hops=False))

@@ -1,0 +1,113 @@
+"""Print how long the slowest cases of the split sweep take, stage by stage, against a reference.
+
+Run: ``python benchmarks/sweep_cases.py [--reference REV] [--case ROLE,PHASE,B,M,N,K,SB,SM,SN,SK ...]``.
+A script, not a test: it prints figures and never asserts a time (docs/speed.md records them).
+
+Each case is ``calibration.matmul_program`` of a row of ``../shared/calibration/matmul_split_sweep.csv``,
+lowered and simulated as ``spyre-emu validate`` does (``pipeline.run``, result cache off), in a fresh
+child process per checkout with the numba cache warm, best of ``--repeat`` runs. The child prints
+the wall time of the case and of its stages (lowering, pack, the event loop, the report) and the
+simulated latency; the reference (a git revision, checked out in a temporary worktree) runs the same
+cases in its own children, so each line shows both, the speed-up, and whether the latency is equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import spyre_emu
+from spyre_emu.calibration import matmul_program
+from spyre_emu.config import load_machine
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOWEST = ["mlp_up,prefill,1,512,12800,4096,1,1,1,32", "mlp_up,prefill,1,512,12800,4096,1,32,1,1",
+           "mlp_up,decode,1,64,12800,4096,1,32,1,1"]  # the three over 10 s in docs/speed.md
+STAGES = [("spyre_emu.pipeline", "parse"), ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "_run"),
+          ("spyre_emu.pipeline", "build_report")]
+
+
+def child(case: str, repeat: int) -> dict:
+    """Time one case in this process, against the spyre_emu of the checkout on PYTHONPATH."""
+    assert Path(spyre_emu.__file__).parents[1] == Path(os.environ["PYTHONPATH"]), spyre_emu.__file__
+    spent: dict[str, float] = {}
+    for module_name, attr in STAGES:
+        module = importlib.import_module(module_name)
+        fn = getattr(module, attr)
+
+        def timed(*args, fn=fn, key=attr, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - start
+        setattr(module, attr, timed)
+    pipeline = importlib.import_module("spyre_emu.pipeline")
+    machine = load_machine()
+    b, m, n, k, *split = (int(x) for x in case.split(",")[2:])
+    best, stages, latency = float("inf"), {}, 0.0
+    for _ in range(repeat):
+        spent.clear()
+        start = time.perf_counter()
+        report = pipeline.run(pipeline.parse(matmul_program(b, m, n, k, tuple(split)), machine, "calibration"),
+                              machine, cache=False).report
+        wall = time.perf_counter() - start
+        if wall < best:
+            best, stages, latency = wall, dict(spent), report.data["latency_us"]
+    return {"wall_s": best, "latency_us": latency, "stages_s": {k: round(v, 3) for k, v in stages.items()}}
+
+
+def measure(root: Path, case: str, repeat: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(root), "SPYRE_EMU_RESULT_CACHE": "0"}
+    out = subprocess.run([sys.executable, __file__, "--child", case, "--repeat", str(repeat)], cwd=root, env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{case} at {root} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", nargs="+", default=SLOWEST, help="sweep rows: role,phase,B,M,N,K,split_b,m,n,k")
+    ap.add_argument("--reference", help="a git revision to compare against (run from a temporary worktree)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.repeat)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_root = Path(tmp) / "reference"
+        if args.reference:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
+                           check=True)
+        try:
+            measure(ROOT, args.case[0], 1)  # warm the numba caches of both checkouts
+            if args.reference:
+                measure(ref_root, args.case[0], 1)
+            for case in args.case:
+                new = measure(ROOT, case, args.repeat)
+                line = f"{case:<44} {new['wall_s']:7.2f} s  {new['latency_us']:10.2f} us"
+                if args.reference:
+                    ref = measure(ref_root, case, args.repeat)
+                    same = "latency equal" if ref["latency_us"] == new["latency_us"] else \
+                        f"LATENCY DIFFERS: reference {ref['latency_us']}"
+                    line += f"  reference {ref['wall_s']:7.2f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
+                print(line)
+                print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
+                if args.reference:
+                    print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
+        finally:
+            if args.reference:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref_root)], check=True)
+
+
+if __name__ == "__main__":
+    main()

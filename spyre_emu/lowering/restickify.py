@@ -2,11 +2,12 @@
 
 ``perm`` (attribute; default: none), ``window`` (attribute: a start and a stop per dim of x, flat;
 default: all of x) and the reshape are spyre-emu's extension of torch-spyre's op, which keeps the
-shape and changes only the layout; they let the front end move views and slices on the card. For every output stick the planner finds, per lane, the input stick and lane holding that
-element. When each output stick is one input stick lane for lane, the sticks are gathered (loaded
-in output order, stored back, no SFU). When the stick dim changes, output sticks group into
-square blocks: lanes input sticks loaded side by side, one SFU ``transpose``, lanes output sticks
-stored. Anything else (a stick straddling two input sticks) is a clear error.
+shape and changes only the layout; they let the front end move views and slices on the card.
+For every output stick the planner finds, per lane, the input stick and lane holding that element.
+When each output stick is one input stick lane for lane, the sticks are gathered (loaded in output
+order, stored back, no SFU). When the stick dim changes, output sticks group into square blocks:
+lanes input sticks loaded side by side, one SFU ``transpose``, lanes output sticks stored.
+Anything else (a stick straddling two input sticks) is a clear error.
 """
 
 from __future__ import annotations

@@ -98,6 +98,8 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
     out = node.outputs[0]
     if node.op == "batchmatmul":
         return [(v.shape, None) for v in (*node.inputs, out)]
+    if node.op == RESTICKIFY:
+        return _window_shapes(graph, node)
     if node.op in REDUCTIONS:
         x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
         if hi == len(x.shape) - 1:  # the card's grouping of x, if it keeps the reduced dim its own
@@ -108,6 +110,24 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
         full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])
         return [(full, None), ((full[0], 1, *full[2:]), None)]
     return _broadcast_shapes(graph, node)
+
+
+def _window_shapes(graph: Graph, node: Node) -> list[Want]:
+    """A slice (view_ops.window): x grouped with the sliced dim a device dim of its own (the card's
+    grouping when it has one along the stick dim), the output the same grouping narrowed; or, for a
+    transposed window, x as (rows, last) and the output (sliced, rows). Sets ``window`` and ``perm``."""
+    x, (dim, start, stop, transposed) = node.inputs[0], node.attrs["slice"]
+    s = x.shape
+    if dim == len(s) - 1:
+        held = current(graph, x)
+        full = held if held is not None and held[-1] == s[-1] and not transposed else rows_shape(s)
+    else:
+        full = (math.prod(s[:dim]), s[dim], math.prod(s[dim + 1:-1]), s[-1])
+    at = len(full) - 1 if dim == len(s) - 1 else 1
+    node.attrs["window"] = [i for d, n in enumerate(full) for i in ((start, stop) if d == at else (0, n))]
+    node.attrs["perm"] = [1, 0] if transposed else list(range(len(full)))
+    out = node.outputs[0].shape if transposed else tuple(stop - start if d == at else n for d, n in enumerate(full))
+    return [(full, None), (out, None)]
 
 
 def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:

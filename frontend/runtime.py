@@ -36,7 +36,7 @@ from .program import Segment
 from .tensor_parallel import ShardPlan
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
+SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
 
 
 class Residence(Protocol):

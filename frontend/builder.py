@@ -27,7 +27,7 @@ class Builder:
         self.nodes: list[Node] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.fx: torch.fx.Node | None = None
-        self.computed: set[Value] = set()  # results of kernels and fallbacks, and views of them
+        self.computed: set[Value] = set()  # kernels' results and views of them: on the card
         self._count = 0
 
     def value(self, shape: Any, dtype: torch.dtype, const: torch.Tensor | None = None) -> Value:
@@ -116,6 +116,6 @@ def host(b: Builder, kind: str, reason: str, **attrs: Any) -> Any:
     ins = values((args, kwargs))
     op = COLLECTIVES.get(fx.target, str(fx.target))
     b.nodes.append(Node(op, ins, outs, fx, host=kind, reason=reason, attrs={"args": args, "kwargs": kwargs, **attrs}))
-    if kind != "view" or b.computed.intersection(ins):
+    if kind == "view" and b.computed.intersection(ins):
         b.computed.update(outs)
     return tuple(outs) if many else outs[0]

@@ -6,10 +6,10 @@ restickified on the card). A slice, select, split or unbind of a value the card 
 dim outside the stick, or along the stick dim from a stick boundary, a gather of whole sticks; from
 inside a stick (an element offset the lanes would have to shift by) the window is transposed on the
 way out, so the sliced dim becomes rows, and a permute view turns it back (the layout pass's
-transpose). A slice of host data (weights, inputs) stays a host view: input preparation. A cat of
-one value's (negated) slices along its last dim is a matmul by a constant matrix (rotate_half).
-Embedding and index stay on the host: the card's DMA addresses are fixed when a program is
-lowered, and their rows are picked by data.
+transpose). A slice of what the host holds (weights, inputs, a CPU fallback's result) stays a
+host view. A cat of one value's (negated) slices along its last dim is a matmul by a constant
+matrix (rotate_half). Embedding and index stay on the host: the card's DMA addresses are fixed
+when a program is lowered, and their rows are picked by data.
 """
 
 from __future__ import annotations

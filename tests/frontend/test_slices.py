@@ -50,3 +50,18 @@ def test_slice_of_an_input_stays_a_host_view(check):
     rep = last_report()
     assert not any(k["op"] == "ReStickifyOpHBM" for k in rep.kernels)
     assert rep.crossings == []
+
+
+def test_a_split_read_as_heads_reads_the_window(check):
+    """Each part's heads view is restickified straight from its window of the projection, with no copy
+    of the part first (the slice kernels nothing else reads are dropped): the layout pass's two steps
+    a part ((16, 128) -> (16, 2, 64) -> (2, 16, 64)), the first reading the window."""
+    def qkv(x):
+        return tuple(p.view(1, 16, 2, 64).transpose(1, 2) + 1 for p in (x * 2).split(128, dim=-1))
+    check(qkv, _x(1, 16, 384))
+    rep = last_report()
+    assert rep.crossings == []
+    moves = [k for p in rep.kernel_programs for k in p["kernels"] if k["op"] == "ReStickifyOpHBM"]
+    assert len(moves) == 6
+    assert sorted(k["attrs"].get("window", [])[2:] for k in moves if "window" in k["attrs"]) == [
+        [0, 128], [128, 256], [256, 384]]

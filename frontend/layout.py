@@ -221,6 +221,7 @@ def _unread_windows_dropped(graph: Graph, kept: list[Node]) -> list[Node]:
     read = {n for k in kept if k.is_kernel for n in k.tensors[:-1]}
     needed = {v.root for k in kept if not k.is_kernel for v in k.inputs}
     needed |= {v.root for v in graph.outputs if isinstance(v, Value)}
+    needed |= {graph.tensors[n].value.root for n in read if graph.tensors[n].upload}  # copied in from the host
     unread = [k for k in kept if "slice" in k.attrs and k.tensors[-1] not in read and k.outputs[0] not in needed]
     for k in unread:
         del graph.tensors[k.tensors[-1]]

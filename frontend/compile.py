@@ -35,6 +35,7 @@ from .graph import Graph, Node, Value, source_line
 from .layout import assign_layouts, crossings
 from .options import Options
 from .program import Segment, Step, emit_programs, split_launches, split_steps
+from .progress import bar
 from .scratchpad import plan_scratchpad
 from .work_division import divide_work
 
@@ -67,7 +68,8 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         plan_scratchpad(graph, steps, machine)
         steps = split_launches(graph, steps)
         emit_programs(graph, steps)
-        programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None for step in steps]
+        programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None
+                    for step in bar(steps, "lowering kernel programs")]
         refused = next((p for p in programs if isinstance(p, tuple)), None)
         if refused is None:
             break

@@ -31,6 +31,13 @@ def _reduce(fn: Callable[..., torch.Tensor]) -> Ref:
     return ref
 
 
+def _window(x: torch.Tensor, *, slice: tuple[int, int, int, bool]) -> torch.Tensor:
+    """A restickify of pass 1: ``x`` narrowed along a dim, transposed to (sliced dim, rows) when asked."""
+    dim, start, stop, transposed = slice
+    part = x.narrow(dim, start, stop - start)
+    return part.reshape(-1, stop - start).T if transposed else part
+
+
 UNARY: dict[str, Ref] = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
@@ -48,7 +55,7 @@ REFERENCE: dict[str, Ref] = {
     **UNARY, **BINARY,
     "where3": lambda c, a, b: torch.where(c != 0, a, b),
     "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
-    "batchmatmul": torch.matmul,
+    "batchmatmul": torch.matmul, "ReStickifyOpHBM": _window,
     "softmax": lambda x, *, safe=False: _softmax(x, safe),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
     "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,

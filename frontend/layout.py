@@ -43,7 +43,7 @@ def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
                 out.from_device = node.host == "fallback" or (node.host != "collective" and any(
                     v.root.from_device for v in node.inputs))  # a collective's copies are the host model's
             kept.append(node)
-    graph.nodes = kept
+    graph.nodes = _unread_windows_dropped(graph, kept)
 
 
 def _all_values(graph: Graph) -> list[Value]:
@@ -98,6 +98,8 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
     out = node.outputs[0]
     if node.op == "batchmatmul":
         return [(v.shape, None) for v in (*node.inputs, out)]
+    if node.op == RESTICKIFY:
+        return _window_shapes(graph, node)
     if node.op in REDUCTIONS:
         x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
         if hi == len(x.shape) - 1:  # the card's grouping of x, if it keeps the reduced dim its own
@@ -108,6 +110,24 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
         full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])
         return [(full, None), ((full[0], 1, *full[2:]), None)]
     return _broadcast_shapes(graph, node)
+
+
+def _window_shapes(graph: Graph, node: Node) -> list[Want]:
+    """A slice (view_ops.window): x grouped with the sliced dim a device dim of its own (the card's
+    grouping when it has one along the stick dim), the output the same grouping narrowed; or, for a
+    transposed window, x as (rows, last) and the output (sliced, rows). Sets ``window`` and ``perm``."""
+    x, (dim, start, stop, transposed) = node.inputs[0], node.attrs["slice"]
+    s = x.shape
+    if dim == len(s) - 1:
+        held = current(graph, x)
+        full = held if held is not None and held[-1] == s[-1] and not transposed else rows_shape(s)
+    else:
+        full = (math.prod(s[:dim]), s[dim], math.prod(s[dim + 1:-1]), s[-1])
+    at = len(full) - 1 if dim == len(s) - 1 else 1
+    node.attrs["window"] = [i for d, n in enumerate(full) for i in ((start, stop) if d == at else (0, n))]
+    node.attrs["perm"] = [1, 0] if transposed else list(range(len(full)))
+    out = node.outputs[0].shape if transposed else tuple(stop - start if d == at else n for d, n in enumerate(full))
+    return [(full, None), (out, None)]
 
 
 def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:
@@ -180,10 +200,32 @@ def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step],
             y = Value(f"{v.name}_t{len(graph.tensors)}", shape, v.dtype, storage=v.root, order=order)
         name = f"{v.name}_r{len(graph.tensors)}"
         graph.tensors[name] = DeviceTensor(name, y, shape, dtype, upload=False)
-        kept.append(Node(RESTICKIFY, [x.value], [y], None, {"perm": list(perm), "view": v}, name=f"k{name}",
-                         tensors=[x.name, name]))
+        reads, attrs = (x.value, x.name), {"perm": list(perm), "view": v}
+        window = _window_of(kept, x.name) if i == 0 else None
+        if window is not None:  # read the slice's window of its input: one copy fewer
+            reads, attrs["window"] = (window.inputs[0], window.tensors[0]), window.attrs["window"]
+        kept.append(Node(RESTICKIFY, [reads[0]], [y], None, attrs, name=f"k{name}", tensors=[reads[1], name]))
         x = graph.tensors[name]
     return x.name
+
+
+def _window_of(kept: list[Node], tensor: str) -> Node | None:
+    """The slice kernel (view_ops.window, not transposed) that wrote ``tensor``: its output is its input's
+    window in the same sticks, so a restickify of it may read the window of the input instead."""
+    return next((k for k in kept if k.op == RESTICKIFY and k.tensors[-1] == tensor and "slice" in k.attrs
+                 and not k.attrs["slice"][3]), None)
+
+
+def _unread_windows_dropped(graph: Graph, kept: list[Node]) -> list[Node]:
+    """Slice kernels whose result only restickify kernels read, through their windows, are not run."""
+    read = {n for k in kept if k.is_kernel for n in k.tensors[:-1]}
+    needed = {v.root for k in kept if not k.is_kernel for v in k.inputs}
+    needed |= {v.root for v in graph.outputs if isinstance(v, Value)}
+    needed |= {graph.tensors[n].value.root for n in read if graph.tensors[n].upload}  # copied in from the host
+    unread = [k for k in kept if "slice" in k.attrs and k.tensors[-1] not in read and k.outputs[0] not in needed]
+    for k in unread:
+        del graph.tensors[k.tensors[-1]]
+    return [k for k in kept if k not in unread]
 
 
 def crossings(graph: Graph) -> list[tuple[str, str, int]]:

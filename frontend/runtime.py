@@ -33,10 +33,11 @@ from .graph import DeviceTensor, Node, Value, failure
 from .kernel_ops import run_reference
 from .options import Options
 from .program import Segment
+from .progress import status
 from .tensor_parallel import ShardPlan
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-SEMANTIC_ATTRS = ("dims", "eps")   # kernel attrs the torch reference of an op reads
+SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
 
 
 class Residence(Protocol):
@@ -99,7 +100,8 @@ class CompiledGraph:
     def _timing_runs(self) -> list[tuple[Segment, RunResult]]:
         """Each segment simulated once per compiled graph; the ones not yet simulated side by side."""
         todo = [i for i, _ in self._segments() if i not in self._timing]
-        runs = timings([self.compiled.programs[i] for i in todo], self.machine, self.options.cache)
+        with status(f"simulating {len(todo)} kernel programs"):
+            runs = timings([self.compiled.programs[i] for i in todo], self.machine, self.options.cache)
         for i, (log, rep) in zip(todo, runs, strict=True):
             self._timing[i] = self._traced(i, RunResult(rep, log))
         return [(seg, self._timing[i]) for i, seg in self._segments()]

@@ -63,7 +63,9 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int) -> None:
         reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m]
         slices = _reduction(units, reduced[0], cores) if reduced else _greedy(units, [True] * len(units), cores)
     elif node.op == RESTICKIFY:
-        slices = _restickify(shapes[0], tuple(node.attrs["perm"]), space, units, cores)
+        window = node.attrs.get("window") or [i for n in shapes[0] for i in (0, n)]
+        x = tuple(b - a for a, b in zip(window[::2], window[1::2], strict=True))  # what it reads of its input
+        slices = _restickify(x, tuple(node.attrs["perm"]), space, units, cores)
     else:
         slices = _greedy(units, [node.op not in ROWWISE or i < len(units) - 1 for i in range(len(units))], cores)
     node.dims = dict(zip(dim_names(len(space)), space, strict=True))

@@ -68,4 +68,5 @@ OPS: dict[str, OpSpec] = {
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).
 ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5},
          "softmax": {"safe": False},
-         "ReStickifyOpHBM": {"perm": []}}  # perm: x's dims in y's order ([] keeps them)
+         "ReStickifyOpHBM": {"perm": [], "window": []}}  # perm: x's dims in y's order ([] keeps them); window:
+# a start and a stop per dim of x, flat ([] takes all of x): y = x[window].permute(perm).reshape(y.shape)

@@ -1,12 +1,13 @@
-"""ReStickifyOpHBM: y = x.permute(perm).reshape(y.shape), DRAM to DRAM, any layouts on either side.
+"""ReStickifyOpHBM: y = x[window].permute(perm).reshape(y.shape), DRAM to DRAM, any layouts on either side.
 
-``perm`` (attribute; default: none) and the reshape are spyre-emu's extension of torch-spyre's
-op, which keeps the shape and changes only the layout; they let the front end move views on the
-card. For every output stick the planner finds, per lane, the input stick and lane holding that
-element. When each output stick is one input stick lane for lane, the sticks are gathered (loaded
-in output order, stored back, no SFU). When the stick dim changes, output sticks group into
-square blocks: lanes input sticks loaded side by side, one SFU ``transpose``, lanes output sticks
-stored. Anything else (a stick straddling two input sticks) is a clear error.
+``perm`` (attribute; default: none), ``window`` (attribute: a start and a stop per dim of x, flat;
+default: all of x) and the reshape are spyre-emu's extension of torch-spyre's op, which keeps the
+shape and changes only the layout; they let the front end move views and slices on the card.
+For every output stick the planner finds, per lane, the input stick and lane holding that element.
+When each output stick is one input stick lane for lane, the sticks are gathered (loaded in output
+order, stored back, no SFU). When the stick dim changes, output sticks group into square blocks:
+lanes input sticks loaded side by side, one SFU ``transpose``, lanes output sticks stored.
+Anything else (a stick straddling two input sticks) is a clear error.
 """
 
 from __future__ import annotations
@@ -79,16 +80,18 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     if sorted(perm) != list(range(len(x.shape))):
         raise ProgramError(f"perm {list(perm)} is not a permutation of the input's {len(x.shape)} dims", src,
                            where + ".attrs.perm")
-    if math.prod(x.shape) != math.prod(y.shape) or x.dtype != y.dtype or list(kernel.dims.values()) != list(y.shape):
-        raise ProgramError(f"restickify gives x.permute(perm).reshape(y.shape) in x's dtype, over dims equal to y's "
-                           f"shape: x {list(x.shape)} {x.dtype}, y {list(y.shape)} {y.dtype}, dims "
+    window = _window(kernel.attrs.get("window") or [], x.shape, (src, where + ".attrs.window"))
+    sizes = [b - a for a, b in window]
+    if math.prod(sizes) != math.prod(y.shape) or x.dtype != y.dtype or list(kernel.dims.values()) != list(y.shape):
+        raise ProgramError(f"restickify gives x[window].permute(perm).reshape(y.shape) in x's dtype, over dims equal "
+                           f"to y's shape: x[window] {sizes} {x.dtype}, y {list(y.shape)} {y.dtype}, dims "
                            f"{list(kernel.dims.values())}", src, where + ".dims")
     div = division(kernel)
     check_division(y, div, src, where + ".work_division")
     shares = {}
     for core, runs in core_runs(y, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
-        stick, lane = _sources(x, y, perm, ids)
+        stick, lane = _sources(x, y, perm, window, ids)
         gathered = _gathered(stick, lane)
         if gathered.all():
             pairs = np.stack([_first(stick), ids])
@@ -102,9 +105,21 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     return shares
 
 
-def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _window(flat: list[int], shape: tuple[int, ...], where: tuple[str, str]) -> list[tuple[int, int]]:
+    """(start, stop) per dim of x from the attribute's flat list; all of x when it is empty."""
+    if not flat:
+        return [(0, n) for n in shape]
+    pairs = list(zip(flat[::2], flat[1::2], strict=True)) if len(flat) == 2 * len(shape) else []
+    if not pairs or any(not 0 <= a < b <= n for (a, b), n in zip(pairs, shape, strict=True)):
+        raise ProgramError(f"window {flat} is not a start and a stop (0 <= start < stop <= size) for each dim of "
+                           f"x {list(shape)}", *where)
+    return pairs
+
+
+def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], window: list[tuple[int, int]],
+             ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For output sticks ``ids`` and each lane, the input stick and lane holding that element of
-    y = x.permute(perm).reshape(y.shape); -1 for the output's padding lanes."""
+    y = x[window].permute(perm).reshape(y.shape); -1 for the output's padding lanes."""
     lanes, b = elems_per_stick(y.dtype), dim_map(y)[-1]
     at = np.repeat(stick_hosts(y)[0][:, ids, None], lanes, axis=2)  # [y dims, sticks, lanes]
     valid = np.zeros(at.shape[1:], bool)
@@ -114,10 +129,10 @@ def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], ids: np.nd
     else:
         valid[:, 0] = True
     flat = np.ravel_multi_index(tuple(np.where(valid, a, 0) for a in at), y.shape)
-    permuted = np.unravel_index(flat, tuple(x.shape[d] for d in perm))
+    permuted = np.unravel_index(flat, tuple(window[d][1] - window[d][0] for d in perm))
     host = np.empty((len(x.shape), *flat.shape), np.int64)
     for i, d in enumerate(perm):
-        host[d] = permuted[i]
+        host[d] = permuted[i] + window[d][0]
     stick = stick_of(x, host.reshape(len(x.shape), -1)).reshape(flat.shape)
     a = dim_map(x)[-1]
     lane = host[a] % lanes if a >= 0 else np.zeros_like(stick)

@@ -61,6 +61,24 @@ def test_where_with_scalar(check):
     check(lambda x: torch.where(x > 0, x, 0.0), _x(5, 64))
 
 
+def test_isinf_on_the_card(check):
+    x = _x(4, 64)
+    x[1, 3], x[2, 60] = torch.inf, -torch.inf
+    check(lambda x: torch.where(torch.isinf(x * 2), 0.0, x), x)
+    assert last_report().fallbacks == []
+
+
+def test_t5_overflow_guard_on_the_card(check):
+    """T5's fp16 guard: isinf, any, and a clamp by a 0-d tensor, all kernels."""
+    def guard(h):
+        h = h * 3
+        top = torch.finfo(h.dtype).max
+        bound = torch.where(torch.isinf(h).any(), top - 1000, top)
+        return torch.clamp(h, min=-bound, max=bound) + torch.clamp(h, max=h.amax(-1, keepdim=True) / 2)
+    check(guard, _x(2, 8, 64))
+    assert last_report().fallbacks == []
+
+
 @pytest.mark.parametrize("fn", [
     lambda x: x.sum(-1), lambda x: x.mean(-1, keepdim=True), lambda x: x.amax(-1, keepdim=True),
     lambda x: x.amin(-1), lambda x: x.sum(0), lambda x: x.mean((0, 1)), lambda x: x.amax(1, keepdim=True),
@@ -68,6 +86,14 @@ def test_where_with_scalar(check):
 ], ids=["sum_last", "mean_last_keep", "amax_last", "amin_last", "sum0", "mean01", "amax1", "sum_all"])
 def test_reductions(check, fn):
     check(fn, _x(3, 8, 64))
+
+
+def test_average_pool_of_a_1x1_image_is_a_view(check):
+    """A mean over dims of one element reduces nothing: no kernel the lowering would refuse."""
+    check(lambda x: (x * 2).mean((2, 3)), _x(1, 512, 1, 1))
+    check(lambda x: (x * 2).mean((2, 3), keepdim=True) + 1, _x(2, 64, 1, 1))
+    check(lambda x: (x * 2).mean((1, 2)), _x(2, 1, 1, 64))
+    assert last_report().fallbacks == []
 
 
 @pytest.mark.parametrize(("a", "b"), [((16, 64), (64, 128)), ((24, 100), (100, 70)), ((1, 256), (256, 64))])

@@ -74,11 +74,46 @@ def test_permute_and_reshape(tmp_path, spyre, shape, perm, out_shape, slices, tr
 
 
 @pytest.mark.parametrize(("shape", "perm", "out_shape", "words"), [
-    ((64, 64), (0, 1), (64, 128), r"kernels\[0\].dims: restickify gives x.permute\(perm\).reshape"),
+    ((64, 64), (0, 1), (64, 128), r"kernels\[0\].dims: restickify gives x\[window\].permute\(perm\).reshape"),
     ((64, 96), (0, 1), (32, 192), r"kernels\[0\]: an output stick takes different lanes"),
     ((64, 64), (0, 0), (64, 64), r"kernels\[0\].attrs.perm: perm \[0, 0\] is not a permutation"),
 ])
 def test_bad_restickify(tmp_path, spyre, shape, perm, out_shape, words):
     path, _ = _permute_program(tmp_path, shape, perm, out_shape)
+    with pytest.raises(ProgramError, match=words):
+        load(path, spyre)
+
+
+def _window_program(tmp_path, shape, window, perm, out_shape):
+    path, x = _permute_program(tmp_path, shape, perm, out_shape)
+    data = json.loads(path.read_text())
+    data["kernels"][0]["attrs"]["window"] = [i for pair in window for i in pair]
+    path.write_text(json.dumps(data))
+    return path, x
+
+
+@pytest.mark.parametrize(("shape", "window", "perm", "out_shape", "transposes"), [
+    ((16, 256), ((0, 16), (128, 192)), (0, 1), (16, 64), False),       # a stick-aligned column slice: a gather
+    ((16, 256), ((0, 16), (192, 256)), (0, 1), (16, 64), False),
+    ((2, 10, 3, 64), ((0, 2), (3, 7), (0, 3), (0, 64)), (0, 1, 2, 3), (2, 4, 3, 64), False),  # rows of sticks
+    ((16, 96), ((0, 16), (16, 80)), (1, 0), (64, 16), True),           # inside a stick: transposed out
+    ((5, 130), ((1, 4), (70, 130)), (1, 0), (60, 3), True),
+])
+def test_window(tmp_path, spyre, shape, window, perm, out_shape, transposes):
+    path, x = _window_program(tmp_path, shape, window, perm, out_shape)
+    program = load(path, spyre)
+    assert any(i.op == "transpose" for i in program.units.instructions()) == transposes
+    got = run(program, spyre, functional=True).outputs["y"]
+    part = x[tuple(slice(a, b) for a, b in window)]
+    np.testing.assert_array_equal(got, part.transpose(perm).reshape(out_shape))
+
+
+@pytest.mark.parametrize(("window", "out_shape", "words"), [
+    (((0, 16), (16, 80)), (16, 64), r"kernels\[0\]: an output stick takes different lanes"),  # straddles sticks
+    (((0, 16), (80, 16)), (16, 64), r"kernels\[0\].attrs.window: window \[0, 16, 80, 16\] is not a start"),
+    (((0, 16), (0, 64)), (16, 32), r"kernels\[0\].dims: restickify gives x\[window\]"),
+])
+def test_bad_window(tmp_path, spyre, window, out_shape, words):
+    path, _ = _window_program(tmp_path, (16, 96), window, (0, 1), out_shape)
     with pytest.raises(ProgramError, match=words):
         load(path, spyre)

@@ -28,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,6 +35,8 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.frontend.models, whatever the current directory
+from stages import timed_stages  # noqa: E402
+
 from tests.frontend import models  # noqa: E402
 
 GRANITE = {"dim": 4096, "heads": 32, "kv_heads": 8, "hidden": 12800}   # Granite-3.3-8B-Instruct
@@ -88,30 +89,11 @@ def model_inputs(layers: int, dims: dict[str, int], tokens: int, cache: int, dev
     return (x, cos, sin, *(kv if cache else []))
 
 
-def timed_stages(spent: dict[str, float]) -> None:
-    """Wrap each stage function where it is looked up, adding its wall time to ``spent``."""
-    for module_name, attr in STAGES:
-        module = importlib.import_module(module_name)
-        if not hasattr(module, attr):
-            continue
-        key = f"{module_name.rsplit('.', 1)[-1]}.{attr}"
-
-        def wrap(fn: Callable, key: str = key) -> Callable:
-            def timed(*args, **kwargs):
-                t = time.perf_counter()
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
-            return timed
-        setattr(module, attr, wrap(getattr(module, attr)))
-
-
 def child(phase: str, layers: int) -> dict:
     """One measurement in this (fresh) process: the first compiled call, or warm calls of the toy."""
     last_report = importlib.import_module("spyre_emu.frontend").last_report  # from the checkout under test
     spent: dict[str, float] = {}
-    timed_stages(spent)
+    timed_stages(STAGES, spent)
     small = phase == "small"
     dims = TOY if small else GRANITE
     tokens, cache = (16, 0) if small else PHASES[phase]

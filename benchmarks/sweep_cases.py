@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from stages import timed_stages
+
 import spyre_emu
 from spyre_emu.calibration import matmul_program
 from spyre_emu.config import load_machine
@@ -38,17 +40,7 @@ def child(case: str, repeat: int) -> dict:
     """Time one case in this process, against the spyre_emu of the checkout on PYTHONPATH."""
     assert Path(spyre_emu.__file__).parents[1] == Path(os.environ["PYTHONPATH"]), spyre_emu.__file__
     spent: dict[str, float] = {}
-    for module_name, attr in STAGES:
-        module = importlib.import_module(module_name)
-        fn = getattr(module, attr)
-
-        def timed(*args, fn=fn, key=attr, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[key] = spent.get(key, 0.0) + time.perf_counter() - start
-        setattr(module, attr, timed)
+    timed_stages(STAGES, spent)
     pipeline = importlib.import_module("spyre_emu.pipeline")
     machine = load_machine()
     b, m, n, k, *split = (int(x) for x in case.split(",")[2:])

@@ -82,9 +82,11 @@ DECODE_WHY = ("the DRAM model streams these long sequential reads at or above th
 DRAM_WHY = ("B is read once, as on silicon, so the time is the DRAM model's rate for long sequential reads; what "
             "the real DMA engine and memory controller cost per request is not modelled")
 PREFILL_WHY = ("with (32,1,1) each core owns 16 rows of C and needs all of B; B is shared in cohorts of "
-               "dma.multicast_max_cores = 8, so it crosses DRAM four times. Silicon's (32,1,1) takes less than "
-               "four reads' time (Q/O: 803 µs in the split sweep against 1,064 µs simulated), so it shares B "
-               "more widely than cohorts of 8 or keeps more of it in LX")
+               "dma.multicast_max_cores = 8, so it crosses DRAM four times. Silicon's prefill (32,1,1) takes less "
+               "than four reads' time (Q/O: 803 µs in the split sweep against 1,064 µs simulated), yet its decode "
+               "(32,1,1) takes 3.8× its best division, as four reads do. Sharing B among 16 cores brings this "
+               "pair of rows to −30.5 % and −6.9 % but breaks the decode rankings (docs/decisions/fidelity.md): "
+               "what prefill saves is not known")
 
 MEASUREMENTS = (
     Measurement("decode_1", "decode matmul [1,1,4096]×[4096,25600], 25 cores", 1.762, "ms", "torch-spyre issue 4032",

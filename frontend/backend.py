@@ -1,9 +1,9 @@
-"""The torch.compile backend ``"spyre_emu"``: Dynamo graph -> aot_autograd ATen graph -> compiled call.
+"""The torch.compile backend ``"spyre_emu"``: Dynamo graph -> ATen graph -> compiled call.
 
 Registered through the ``torch_dynamo_backends`` entry point, so ``backend="spyre_emu"`` works
-after ``pip install`` with no import. Only inference is simulated: the ATen graph comes from
-aot_autograd with the Core ATen decompositions (decompositions.py), and a graph that needs
-gradients is refused with an error saying so.
+after ``pip install`` with no import. Only inference is simulated: the ATen graph is traced once
+with the Core ATen decompositions (decompositions.py, trace.py), or through aot_autograd where the
+graph mutates tensors, and a graph that needs gradients is refused with an error saying so.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .generate import install
 from .options import parse_options
 from .runtime import CompiledGraph
 from .tensor_parallel import shard
+from .trace import trace_inference
 
 DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dynamic=False)"
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
@@ -56,6 +57,9 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         raise SpyreEmuError(TRAINING)
 
     rewrite_attention(gm)
+    traced = trace_inference(gm, example_inputs, decompositions())
+    if traced is not None:
+        return forward(traced, example_inputs)
     return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
         gm, example_inputs)
 

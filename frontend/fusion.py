@@ -31,6 +31,28 @@ class _Chains:
         self.uses = Counter(v for n in graph.nodes for v in n.inputs)
         self.uses.update(v for v in graph.outputs if isinstance(v, Value))
 
+    def replace(self, graph: Graph, at: int, fused: Node) -> list[Node]:
+        """Put ``fused`` in the place of the kernel at ``at``, then remove the kernels that fed only
+        the replaced one's inputs and are read no more (in a graph where every kernel was read);
+        return them in program order."""
+        node, graph.nodes[at] = graph.nodes[at], fused
+        self.by_output[fused.outputs[0]] = fused
+        self.uses.subtract(node.inputs)
+        self.uses.update(fused.inputs)
+        dead: list[Node] = []
+        todo = list(node.inputs)
+        while todo:
+            v = todo.pop()
+            maker = self.by_output.get(v)
+            if maker is not None and self.uses[v] == 0:
+                del self.by_output[v]
+                dead.append(maker)
+                self.uses.subtract(maker.inputs)
+                todo += maker.inputs
+        gone = {id(n) for n in dead}
+        graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+        return _in_order(dead)
+
     def made_by(self, v: Value, op: str, single_use: bool = True) -> Node | None:
         node = self.by_output.get(v)
         if node is None or node.op != op or (single_use and self.uses[v] > 1):
@@ -157,8 +179,9 @@ PATTERNS = (_softmax, _norms, _silu, _gelu_tanh)
 
 
 def fuse(graph: Graph) -> None:
-    """Replace each matched chain by one kernel that remembers the chain (``unfused``). Producers
-    and use counts are recounted only after a fusion changed the graph."""
+    """Replace each matched chain by one kernel that remembers the chain (``unfused``). The first
+    fusion removes every kernel nothing reads; after it, only those a fusion stopped reading can be."""
+    swept = False
     for pattern in PATTERNS:
         at, chains = 0, _Chains(graph)
         while at < len(graph.nodes):
@@ -167,9 +190,12 @@ def fuse(graph: Graph) -> None:
             if found is not None:
                 op, inputs, attrs = found
                 fused = Node(op, inputs, node.outputs, node.fx, attrs)
-                graph.nodes[at] = fused
-                fused.unfused = [*_drop_unread(graph), node]
-                at, chains = graph.nodes.index(fused), _Chains(graph)
+                if swept:
+                    fused.unfused = [*chains.replace(graph, at, fused), node]
+                else:
+                    graph.nodes[at] = fused
+                    fused.unfused, chains, swept = [*_drop_unread(graph), node], _Chains(graph), True
+                at = graph.nodes.index(fused)
             at += 1
 
 
@@ -180,6 +206,10 @@ def _drop_unread(graph: Graph) -> list[Node]:
         read = {v for n in graph.nodes for v in n.inputs} | {v for v in graph.outputs if isinstance(v, Value)}
         dead = [n for n in graph.nodes if n.is_kernel and n.outputs[0] not in read]
         if not dead:
-            return sorted(dropped, key=lambda n: int(n.outputs[0].name[1:]))
+            return _in_order(dropped)
         dropped += dead
         graph.nodes = [n for n in graph.nodes if n not in dead]
+
+
+def _in_order(nodes: list[Node]) -> list[Node]:
+    return sorted(nodes, key=lambda n: int(n.outputs[0].name[1:]))

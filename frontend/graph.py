@@ -101,6 +101,11 @@ class Graph:
     nodes: list[Node]
     outputs: list[Value | None]
     tensors: dict[str, DeviceTensor] = field(default_factory=dict)
+    held: dict[Value, list[DeviceTensor]] = field(default_factory=dict)  # tensors by their value's root, in order
+
+    def add_tensor(self, t: DeviceTensor) -> None:
+        self.tensors[t.name] = t
+        self.held.setdefault(t.value.root, []).append(t)
 
 
 def rows_shape(shape: tuple[int, ...], kept: int = 1) -> tuple[int, ...]:

@@ -33,7 +33,7 @@ def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
     ``graph.nodes`` loses the views. ``host_views``: values whose restickify the lowering refused."""
     for value in _all_values(graph):
         value.storage, value.order, value.dshape, value.from_device = None, None, None, False
-    graph.tensors = {}
+    graph.tensors, graph.held = {}, {}
     kept: list[Node] = []
     for node in graph.nodes:
         if node.is_kernel:
@@ -73,7 +73,7 @@ def device_dtype(v: Value) -> str:
 def current(graph: Graph, v: Value) -> tuple[int, ...] | None:
     """A device shape ``v`` can be read in for free, if the card computed it: a device tensor
     holding its elements in its order, in a shape merging its dims."""
-    return next((t.dshape for t in graph.tensors.values() if t.value.root is v.root and not t.upload
+    return next((t.dshape for t in graph.held.get(v.root, ()) if not t.upload
                  and t.value.elements == v.elements and is_grouping(v.shape, t.dshape)), None)
 
 
@@ -85,7 +85,7 @@ def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) 
     names = [_tensor_for(graph, v, dshape, device_dtype(v) if node.op == "to_dtype" else dtype, kept, host_views,
                          expand) for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
     out.dshape, out.from_device = wants[-1][0], True
-    graph.tensors[out.name] = DeviceTensor(out.name, out, out.dshape, dtype, upload=False)
+    graph.add_tensor(DeviceTensor(out.name, out, out.dshape, dtype, upload=False))
     node.tensors = [*names, out.name]
     kept.append(node)
 
@@ -173,18 +173,18 @@ def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kep
                 host_views: set[Value], expand: tuple[int, ...] | None = None) -> str:
     """The device tensor holding ``v`` in ``dshape``: one the card holds, one restickified from
     those, or a copy from the host (broadcast to ``expand`` first)."""
-    for t in graph.tensors.values():
-        if t.value.root is v.root and t.value.elements == v.elements and t.dshape == dshape and t.expand == expand:
+    for t in graph.held.get(v.root, ()):
+        if t.value.elements == v.elements and t.dshape == dshape and t.expand == expand:
             return t.name
     if v.root.dshape is not None and v not in host_views and expand is None:
-        sources = [(steps, t) for t in graph.tensors.values() if t.value.root is v.root and not t.upload
+        sources = [(steps, t) for t in graph.held.get(v.root, ()) if not t.upload
                    and (rel := relative(t.value.elements, v.elements)) is not None
                    and (steps := plan(rel, t.dshape, dshape)) is not None]
         if sources:
             steps, source = min(sources, key=lambda s: len(s[0]))
             return _restickify(graph, v, source, steps, dtype, kept)
     name = f"{v.root.name}_in{len(graph.tensors)}"
-    graph.tensors[name] = DeviceTensor(name, v, dshape, dtype, upload=True, expand=expand)
+    graph.add_tensor(DeviceTensor(name, v, dshape, dtype, upload=True, expand=expand))
     return name
 
 
@@ -199,7 +199,7 @@ def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step],
             order = permuted(x.value.elements, x.dshape, perm)
             y = Value(f"{v.name}_t{len(graph.tensors)}", shape, v.dtype, storage=v.root, order=order)
         name = f"{v.name}_r{len(graph.tensors)}"
-        graph.tensors[name] = DeviceTensor(name, y, shape, dtype, upload=False)
+        graph.add_tensor(DeviceTensor(name, y, shape, dtype, upload=False))
         reads, attrs = (x.value, x.name), {"perm": list(perm), "view": v}
         window = _window_of(kept, x.name) if i == 0 else None
         if window is not None:  # read the slice's window of its input: one copy fewer

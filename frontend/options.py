@@ -19,7 +19,8 @@ class Options:
     "error" refuses them; ``print_report``: print the report after every call; ``cache``: reuse the
     results of kernel programs simulated before (spyre_emu.memo), off: simulate every one; ``cards``:
     tensor parallel over this many cards of a drawer (tensor_parallel.py), the report's ``drawer``
-    timed by the host model (with ``trace``, its timeline in ``<trace>.drawer.json``); ``host``: the
+    timed by the host model (with ``trace``, the step's timeline in ``<trace>``, each kernel program's own
+    in ``<trace>.<i>.json``); ``host``: the
     host model's TOML (default configs/host.toml), whose ``[cpu]`` also prices CPU fallbacks."""
 
     machine: str | None = None

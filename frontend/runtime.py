@@ -35,6 +35,7 @@ from .options import Options
 from .program import Segment
 from .progress import status
 from .tensor_parallel import ShardPlan
+from .transfers import argument
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
@@ -91,7 +92,7 @@ class CompiledGraph:
                            self.compiled.crossings, self.machine, self.cpu, self._inputs, self._host_us)
         rep.transfers = [{"direction": d, "tensor": name, "bytes": nbytes, "index": i, "source": source}
                          for d, name, nbytes, i, source in self.compiled.transfers
-                         if (i if d == "h2d" else -1) not in held]
+                         if (i if d == "h2d" else -1) not in held and argument(source) not in self.options.on_card]
         if self.options.cards is not None:
             split = {i for i, d in enumerate(self.plan.outputs) if d is not None}
             rep.drawer = drawer.figures(self.compiled, results, rep.transfers, split, self.plan.cards, self.machine,

@@ -33,6 +33,11 @@ def per_call_inputs(gm: torch.fx.GraphModule, example_inputs: list) -> list[str 
             for src, ex in zip(sources, example_inputs, strict=True)]
 
 
+def argument(source: str) -> str:
+    """The call's argument a per-call input comes from: ``L['cache'][3]`` -> ``cache``."""
+    return source.split("'")[1] if source.startswith("L['") else source
+
+
 def _name(source: object) -> str:
     name = source.name  # a property in newer torch, a method in older
     return name() if callable(name) else name

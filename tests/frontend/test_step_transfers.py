@@ -54,3 +54,21 @@ def test_on_two_cards_each_rank_copies_its_input_and_rank_0_the_replicated_resul
     mlp = models.seeded(models.SwiGLU, 64, 256)
     got = drawer_step(mlp, (models.seeded_input(1, 16, 64),), cards=2)
     assert got["copies"] == [2, 1]
+
+
+def test_arguments_kept_on_the_card_do_not_cross():
+    """``on_card=["cache"]``: the cache argument (cache[1], 512 B) stays; x still goes in."""
+    x, other = models.seeded_input(4, 64), models.seeded_input(2, 64)
+    cache = (models.seeded_input(3, 64), models.seeded_input(4, 64))
+    compiled = torch.compile(_Scaled().eval(), backend="spyre_emu", dynamic=False,
+                             options={"functional": False, "on_card": ["cache"]})
+    with torch.no_grad():
+        compiled(x, other, *cache)
+    assert [(t["direction"], t["source"]) for t in last_report().transfers] == [("h2d", "L['x']"), ("d2h", "output 0")]
+
+
+def test_on_card_must_name_arguments():
+    with pytest.raises(Exception, match="options.on_card: must be a list of argument names"):
+        torch.compile(_Scaled().eval(), backend="spyre_emu", options={"on_card": "cache"})(
+            models.seeded_input(4, 64), models.seeded_input(2, 64), models.seeded_input(3, 64),
+            models.seeded_input(4, 64))

@@ -11,11 +11,11 @@ torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend import capture, drawer_step, last_report, step_us  # noqa: E402
 
-from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.host import collective_us, load_host  # noqa: E402
 from spyre_emu.host.drawer import DRAWER_PID  # noqa: E402
 from tests.conftest import assert_acelyzer_verifies  # noqa: E402
 from tests.frontend import models  # noqa: E402
+from tests.host.hand import pcie_us  # noqa: E402
 from tests.host.perfetto import problems  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -111,12 +111,9 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     with capture() as reports:
         got = drawer_step(mlp, (_x(1, 16, 64),), cards=2)
     programs = [p["latency_us"] for p in reports[-1].programs]
-    host, machine = load_host(), load_machine()
+    host = load_host()
     rt = host.runtime
 
-    def pcie_us(n):
-        p = machine.pcie
-        return p.latency_cycles / machine.clock.ghz / 1000 + n * 536 / 512 / (p.gbytes_per_s * 1000)
     reduce = collective_us("all_reduce", 2048, 2, host.drawer, pcie_us)
     card = 0.0
     for k, us in enumerate(programs):

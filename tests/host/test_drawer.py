@@ -13,6 +13,7 @@ from spyre_emu.config import load_machine
 from spyre_emu.host import Collective, Launch, collective_us, load_host, simulate_ranks
 from spyre_emu.host.drawer import HOST_PID, trace_json
 from tests.conftest import assert_acelyzer_verifies
+from tests.host.hand import pcie_us
 from tests.host.perfetto import problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +28,9 @@ def test_a_kernel_program_on_four_cards(tmp_path, capsys):
     assert main(["run", str(PROGRAM), "--cards", "4", "--trace", str(trace), "--json", str(report)]) == 0
     data = json.loads(report.read_text())
     drawer, card_us = data["drawer"], data["latency_us"]
-    host, machine = load_host(), load_machine()
+    host = load_host()
     rt = host.runtime
 
-    def pcie_us(n):
-        p = machine.pcie
-        return p.latency_cycles / machine.clock.ghz / 1000 + n * 536 / 512 / (p.gbytes_per_s * 1000)
     reduce = collective_us("all_reduce", 1 << 20, 4, host.drawer, pcie_us)
     assert drawer["all_reduce_bytes"] == 1 << 20
     assert drawer["collective_us"] == pytest.approx(reduce, abs=1e-3)

@@ -5,8 +5,9 @@ Run: ``python benchmarks/tensor_parallel.py [--layers 40] [--phase decode prefil
 
 The model is benchmarks/model_speed.py's Granite stack, timing-only on meta tensors (decode: one
 token, a KV cache of 2048; prefill: 512 tokens), priced by ``spyre_emu.frontend.drawer_step``: one card's
-kernel programs simulated once, the launches and all-reduces of one rank per card through the host
-model (spyre_emu.host, configs/host.toml), every program built by an earlier step.
+kernel programs simulated once, the copies, launches and all-reduces of one rank per card through the
+host model (spyre_emu.host, configs/host.toml), every program built by an earlier step; the KV cache
+stays on the cards (``on_card``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def measure(phase: str, layers: int, cards: int) -> dict:
     with torch.device("meta"):
         model = granite(layers, GRANITE).half().eval()
     torch._dynamo.reset()  # a fresh compile per card count
-    return drawer_step(model, model_inputs(layers, GRANITE, tokens, cache, "meta"), cards)
+    # a serving loop keeps the KV cache on the cards: only the hidden state, RoPE tables and results cross
+    return drawer_step(model, model_inputs(layers, GRANITE, tokens, cache, "meta"), cards, on_card=["cache"])
 
 
 def plot(rows: dict[str, list[tuple[int, dict]]], path: Path) -> None:

@@ -25,6 +25,7 @@ from .options import parse_options
 from .runtime import CompiledGraph
 from .tensor_parallel import shard
 from .trace import trace_inference
+from .transfers import aten_per_call, per_call_inputs, step_transfers
 
 DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dynamic=False)"
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
@@ -45,13 +46,16 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         raise SpyreEmuError(f"the card has {machine.cores.count} cores, got {opts.cores}", None, "options.cores")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
         raise SpyreEmuError(TRAINING)
+    per_call = per_call_inputs(gm, example_inputs)
 
     def forward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> CompiledGraph:
         if any(isinstance(a, torch.SymInt) for a in aten_inputs):
             raise SpyreEmuError(DYNAMIC)
         plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            return CompiledGraph(aten_gm, compile_graph(plan.gm, opts, machine), machine, cpu, opts, plan)
+            compiled = compile_graph(plan.gm, opts, machine)
+        compiled.transfers = step_transfers(compiled.graph, aten_per_call(per_call, len(aten_inputs)))
+        return CompiledGraph(aten_gm, compiled, machine, cpu, opts, plan)
 
     def backward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
         raise SpyreEmuError(TRAINING)

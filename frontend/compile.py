@@ -18,7 +18,7 @@ import json
 import re
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -48,6 +48,7 @@ class Compiled:
     steps: list[Step]
     programs: list[Program | None]      # per step: the lowered program of a segment, None for a host step
     crossings: list[tuple[str, str, int]]
+    transfers: list[tuple[str, str, int, int, str]] = field(default_factory=list)  # the step's ends (transfers.py)
 
 
 def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) -> Compiled:

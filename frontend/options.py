@@ -19,8 +19,11 @@ class Options:
     "error" refuses them; ``print_report``: print the report after every call; ``cache``: reuse the
     results of kernel programs simulated before (spyre_emu.memo), off: simulate every one; ``cards``:
     tensor parallel over this many cards of a drawer (tensor_parallel.py), the report's ``drawer``
-    timed by the host model (with ``trace``, its timeline in ``<trace>.drawer.json``); ``host``: the
-    host model's TOML (default configs/host.toml), whose ``[cpu]`` also prices CPU fallbacks."""
+    timed by the host model (with ``trace``, the step's timeline in ``<trace>``, each kernel program's own
+    in ``<trace>.<i>.json``); ``host``: the
+    host model's TOML (default configs/host.toml), whose ``[cpu]`` also prices CPU fallbacks;
+    ``on_card``: names of the call's arguments the caller keeps on the card (a serving loop's KV
+    cache), which the step does not copy in (frontend/transfers.py)."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()
@@ -32,6 +35,7 @@ class Options:
     cache: bool = True
     cards: int | None = None
     host: str | None = None
+    on_card: tuple[str, ...] = ()
 
 
 def parse_options(raw: dict[str, Any] | None) -> Options:
@@ -53,6 +57,11 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     cards = raw.get("cards")
     _check(raw, "cards", isinstance(cards, int) and not isinstance(cards, bool) and 1 <= cards <= 8,
            "must be a number of cards from 1 to 8 (a drawer)")
+    on_card = raw.get("on_card")
+    _check(raw, "on_card", isinstance(on_card, list | tuple) and all(isinstance(a, str) for a in on_card),
+           "must be a list of argument names")
+    if "on_card" in raw:
+        raw["on_card"] = tuple(on_card)
     for key in ("machine", "trace", "host"):
         _check(raw, key, isinstance(raw.get(key), str), "must be a file path")
     _check(raw, "set", all(isinstance(s, str) and "=" in s for s in raw.get("set", ())),

@@ -36,7 +36,9 @@ class FrontendReport:
     both. ``kernels``: name, op, cores, cycles (what the kernel adds to the program's end, the first of
     a program also its launch; kernels overlap), span_cycles (first start to last end), end, share (of
     ``total_cycles``), pt_utilization and sfu_utilization (over the span), dram_bytes. ``fallbacks``:
-    op, reason, source, flops, bytes, cpu_us (priced), measured_us (this machine's wall time, or None)."""
+    op, reason, source, flops, bytes, cpu_us (priced), measured_us (this machine's wall time, or None).
+    ``transfers``: the step's own copies (per-call inputs in, results out: direction, tensor, bytes, index),
+    priced by the host model (``drawer``), not in ``latency_us``."""
 
     total_cycles: int
     latency_us: float
@@ -50,6 +52,7 @@ class FrontendReport:
     kernel_programs: list[dict[str, Any]] = field(default_factory=list)  # what ran: the kernel programs
     program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
     drawer: dict[str, Any] | None = None   # with options["cards"]: the step on the drawer (drawer.py)
+    transfers: list[dict[str, Any]] = field(default_factory=list)  # the step's own copies (transfers.py)
 
     @property
     def fallback_count(self) -> int:

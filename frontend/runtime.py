@@ -35,6 +35,7 @@ from .options import Options
 from .program import Segment
 from .progress import status
 from .tensor_parallel import ShardPlan
+from .transfers import argument
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
@@ -65,9 +66,11 @@ class CompiledGraph:
 
     def __call__(self, *args: Any) -> Any:
         device = next((d for d in RESIDENCE if any(d.holds(a) for a in args)), None)
-        if device is not None:
+        held: set[int] = set()
+        if device is not None:  # what the device holds does not cross, nor do outputs it keeps
+            held = {i for i, a in enumerate(args) if device.holds(a)} | {-1}
             args = tuple(device.host_view(a) if device.holds(a) else a for a in args)
-        outputs, rep = self.run(*args)
+        outputs, rep = self.run(*args, held=held)
         if device is not None:
             outputs = [device.to_device(o) if isinstance(o, torch.Tensor) else o for o in outputs]
             device.ran(rep)
@@ -76,8 +79,9 @@ class CompiledGraph:
             sys.stdout.write(rep.to_text())
         return outputs
 
-    def run(self, *args: Any) -> tuple[Any, report.FrontendReport]:
-        """The outputs and the report of one call, not published (the emulated device keeps its own)."""
+    def run(self, *args: Any, held: set[int] = frozenset()) -> tuple[Any, report.FrontendReport]:
+        """The outputs and the report of one call, not published (the emulated device keeps its own).
+        ``held``: inputs already on the card (-1: the outputs stay there too), which the step does not copy."""
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         functional = self.options.functional and not any(t.is_meta for t in tensors)
         self._inputs: list[dict[str, np.ndarray]] = []
@@ -86,12 +90,16 @@ class CompiledGraph:
         results = self._functional_runs if functional else self._timing_runs()
         rep = report.build(results, [s for s in self.compiled.steps if isinstance(s, Node)],
                            self.compiled.crossings, self.machine, self.cpu, self._inputs, self._host_us)
+        rep.transfers = [{"direction": d, "tensor": name, "bytes": nbytes, "index": i, "source": source}
+                         for d, name, nbytes, i, source in self.compiled.transfers
+                         if (i if d == "h2d" else -1) not in held and argument(source) not in self.options.on_card]
         if self.options.cards is not None:
-            rep.drawer = drawer.figures(self.compiled, results, self.plan.cards, self.machine, self.options)
-            if self.options.trace:  # the host model's processes, beside the kernel programs' traces
-                path = Path(self.options.trace)
-                path.with_suffix(f".drawer{path.suffix}").write_text(trace_json(rep.drawer["timeline"],
-                                                                              self.plan.cards))
+            split = {i for i, d in enumerate(self.plan.outputs) if d is not None}
+            rep.drawer = drawer.figures(self.compiled, results, rep.transfers, split, self.plan.cards, self.machine,
+                                        self.options)
+            if self.options.trace:  # the step's timeline; each kernel program's own is named in its slices
+                Path(self.options.trace).write_text(trace_json(rep.drawer["timeline"], self.plan.cards,
+                                                               self._details()))
         return outputs, rep
 
     def _segments(self) -> list[tuple[int, Segment]]:
@@ -109,10 +117,19 @@ class CompiledGraph:
     def _traced(self, i: int, result: RunResult) -> RunResult:
         """Write the segment's Chrome trace when the options ask for one."""
         if self.options.trace:
-            path = Path(self.options.trace)
-            path = path if len(self._segments()) == 1 else path.with_suffix(f".{i}{path.suffix}")
-            path.write_text(chrome_trace(result.log, self.machine, result.report.data))
+            self._trace_path(i).write_text(chrome_trace(result.log, self.machine, result.report.data))
         return result
+
+    def _trace_path(self, i: int) -> Path:
+        """The trace option's file for one kernel program, or ``<trace>.<i>.json`` beside the step's
+        timeline (with ``cards``) or the other programs' traces."""
+        path = Path(self.options.trace)
+        alone = len(self._segments()) == 1 and self.options.cards is None
+        return path if alone else path.with_suffix(f".{i}{path.suffix}")
+
+    def _details(self) -> dict[str, str]:
+        """Each launched program's (drawer.rank_ops names them) cycle-level trace file."""
+        return {drawer.program_key(seg): self._trace_path(i).name for i, seg in reversed(self._segments())}
 
     def _functional(self, args: tuple[Any, ...]) -> list[Any]:
         """Every card on its own slices of the inputs, step by step; the report shows card 0's runs."""

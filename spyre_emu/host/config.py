@@ -31,6 +31,7 @@ class Drawer:
 
     max_cards: int
     uplink_gbytes_per_s: float
+    switch_latency_us: float
     collective_fixed_us: float
     step_latency_us: float
 

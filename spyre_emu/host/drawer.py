@@ -17,7 +17,7 @@ from ..config import Machine
 from ..config.machine import DTYPE_BYTES
 from ..pipeline import Program
 from .config import Host
-from .runtime import Collective, Launch, Timeline, simulate_ranks
+from .runtime import Collective, Launch, Span, Timeline, simulate_ranks
 
 HOST_PID, DRAWER_PID, CARD_PID = 200, 201, 210  # after the card's own processes (results/timeline.py)
 
@@ -51,42 +51,48 @@ def text(drawer: dict[str, Any]) -> str:
             f"{drawer['all_reduce_bytes']} B {drawer['collective_us']:.3f} us\n")
 
 
-def trace_events(t: Timeline, cards: int) -> list[dict[str, Any]]:
+def trace_events(t: Timeline, cards: int, details: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Chrome trace events: a "host" process (a track per rank), a "drawer" process (collectives), a
     process per card (compute, DMA in, DMA out); flows from each launch's build to its kernel and from
-    each card's last kernel before a collective to it."""
+    each card's last kernel before a collective to it. ``details``: a program's cycle-level trace file,
+    named in its kernels' args. Perfetto's importer names threads by tid alone, so every track's tid is
+    unique in the file (``pid * 100 + track``); a flow's ends sit strictly inside their slices, where
+    it binds them ("s" to the open slice, "f" with ``bp: e`` to the enclosing one)."""
     events = [_meta(HOST_PID, "process_name", "host (runtime model)"), _meta(DRAWER_PID, "process_name", "drawer")]
     events += [_meta(CARD_PID + c, "process_name", f"card {c}") for c in range(cards)]
-    tracks: dict[str, tuple[int, int]] = {"drawer": (DRAWER_PID, 0)}
+    tracks: dict[str, tuple[int, int]] = {"drawer": (DRAWER_PID, _tid(DRAWER_PID, 0))}
     for r in range(cards):
-        tracks["host" if cards == 1 else f"host.rank{r}"] = (HOST_PID, r)
-        for tid, unit in enumerate(("compute", "dma_h2d", "dma_d2h")):
-            tracks[f"card{r}.{unit}"] = (CARD_PID + r, tid)
-    for where, (pid, tid) in tracks.items():
-        events.append(_meta(pid, "thread_name", where, tid))
+        tracks["host" if cards == 1 else f"host.rank{r}"] = (HOST_PID, _tid(HOST_PID, r))
+        for k, unit in enumerate(("compute", "dma_h2d", "dma_d2h")):
+            tracks[f"card{r}.{unit}"] = (CARD_PID + r, _tid(CARD_PID + r, k))
+    events += [_meta(pid, "thread_name", where, tid) for where, (pid, tid) in tracks.items()]
+    builds = {(tracks[s.where], s.index): s for s in t.spans if s.where.startswith("host")}
     flows = 0
     last_kernel: dict[int, Any] = {}
     for s in sorted(t.spans, key=lambda s: (s.start, s.where)):
         pid, tid = tracks[s.where]
+        args: dict[str, Any] = {"op": s.index}
+        if details and s.what in details and s.where.endswith(".compute"):
+            args["trace"] = details[s.what]
         events.append({"ph": "X", "cat": "host", "name": s.what, "pid": pid, "tid": tid, "ts": _us(s.start),
-                       "dur": _us(s.end - s.start), "args": {"op": s.index}})
+                       "dur": _us(_us(s.end) - _us(s.start)), "args": args})  # ends where the next starts
         if s.where.endswith(".compute"):
-            last_kernel[pid - CARD_PID] = s
-            build = next((b for b in t.spans if b.where.startswith("host") and b.what == f"build {s.what}"
-                          and b.end <= s.start and tracks[b.where][1] == pid - CARD_PID), None)
+            card = pid - CARD_PID
+            last_kernel[card] = s
+            build = builds.get((tracks["host" if cards == 1 else f"host.rank{card}"], s.index))
             if build is not None:
                 flows += 1
-                events += _flow(flows, "launch", tracks[build.where], build.end, (pid, tid), s.start)
+                events += _flow(flows, "launch", tracks[build.where], build, (pid, tid), s)
         elif s.where == "drawer":
             for card, k in sorted(last_kernel.items()):
                 flows += 1
-                events += _flow(flows, "collective", tracks[f"card{card}.compute"], k.end, (pid, tid), s.start)
+                events += _flow(flows, "collective", tracks[f"card{card}.compute"], k, (pid, tid), s)
     return events
 
 
-def trace_json(t: Timeline, cards: int) -> str:
-    """The host model's timeline alone, as a Chrome trace (the front end's ``<trace>.drawer.json``)."""
-    return json.dumps({"traceEvents": trace_events(t, cards), "displayTimeUnit": "ns"}) + "\n"
+def trace_json(t: Timeline, cards: int, details: dict[str, str] | None = None) -> str:
+    """The host model's timeline alone, as a Chrome trace (the front end's step timeline with ``cards``)."""
+    return json.dumps({"traceEvents": trace_events(t, cards, details), "displayTimeUnit": "ns"}) + "\n"
 
 
 def _us(x: float) -> float:
@@ -97,6 +103,16 @@ def _meta(pid: int, name: str, value: Any, tid: int = 0) -> dict[str, Any]:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": {"name": value}}
 
 
-def _flow(i: int, cat: str, src: tuple[int, int], start: float, dst: tuple[int, int], end: float) -> list[dict]:
-    return [{"ph": "s", "id": i, "cat": cat, "name": cat, "pid": src[0], "tid": src[1], "ts": _us(start)},
-            {"ph": "f", "bp": "e", "id": i, "cat": cat, "name": cat, "pid": dst[0], "tid": dst[1], "ts": _us(end)}]
+def _tid(pid: int, track: int) -> int:
+    return pid * 100 + track
+
+
+def _flow(i: int, cat: str, src: tuple[int, int], out_of: Span, dst: tuple[int, int], into: Span) -> list[dict]:
+    """An arrow from near the end of ``out_of`` to near the start of ``into``: 1 ns inside each (or its
+    middle, if shorter), so the importer binds each end to its slice."""
+    def inside(s: Span, at_end: bool) -> float:
+        step = min(0.001, (s.end - s.start) / 2)
+        return _us(s.end - step if at_end else s.start + step)
+    return [{"ph": "s", "id": i, "cat": cat, "name": cat, "pid": src[0], "tid": src[1], "ts": inside(out_of, True)},
+            {"ph": "f", "bp": "e", "id": i, "cat": cat, "name": cat, "pid": dst[0], "tid": dst[1],
+             "ts": inside(into, False)}]

@@ -19,7 +19,7 @@ from tests.conftest import assert_acelyzer_verifies  # noqa: E402
 pytestmark = pytest.mark.torch
 
 MIB = 1 << 20
-PCIE_US = 1100 / 1.1 / 1000 + MIB * (512 + 24) / 512 / 63000   # latency + 1 MiB with TLP overhead at 63 GB/s
+PCIE_US = 1100 / 1.1 / 1000 + 0.105 + MIB * (512 + 24) / 512 / 63000  # latency, the switch, 1 MiB + TLP at 63 GB/s
 COMPLETION_US, PATCH_US = 5.0, 20.0                               # configs/host.toml [runtime]
 
 

@@ -11,10 +11,12 @@ torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend import capture, drawer_step, last_report, step_us  # noqa: E402
 
-from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.host import collective_us, load_host  # noqa: E402
 from spyre_emu.host.drawer import DRAWER_PID  # noqa: E402
+from tests.conftest import assert_acelyzer_verifies  # noqa: E402
 from tests.frontend import models  # noqa: E402
+from tests.host.hand import pcie_us  # noqa: E402
+from tests.host.perfetto import problems  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -35,9 +37,15 @@ def test_a_llama_layer_on_two_cards_all_reduces_twice(check, tmp_path):
     assert _collectives() == ["all_reduce", "all_reduce"]
     drawer = last_report().drawer
     assert (drawer["cards"], drawer["collectives"]) == (2, 2)
-    events = json.loads((tmp_path / "t.drawer.json").read_text())["traceEvents"]
+    trace = tmp_path / "t.json"  # the step's one timeline: host ranks, drawer, cards; flows
+    events = json.loads(trace.read_text())["traceEvents"]
     assert sum(e["ph"] == "X" and e["pid"] == DRAWER_PID for e in events) == 2
     assert sum(e["ph"] == "s" and e["cat"] == "launch" for e in events) == 2 * drawer["launches"]
+    assert problems(events) == []
+    kernels = {e["args"]["trace"] for e in events if e["ph"] == "X" and "trace" in e["args"]}
+    assert kernels
+    assert all((tmp_path / name).is_file() for name in kernels)
+    assert_acelyzer_verifies(trace, tmp_path)
 
 
 def test_decode_with_a_kv_cache_shards_the_cache_by_heads(check):
@@ -97,22 +105,21 @@ def test_the_drawer_step_of_a_row_parallel_mlp_by_hand():
     """SwiGLU on 2 cards, warm: each rank patches its launches one after another (20 µs each); its card
     runs launch k (its simulated time, which starts with the card's dispatch) once launch k is patched
     and launch k - 1 has ended; the host learns of the last end 5 µs later and the all-reduce of the
-    (1, 16, 64) fp16 result (2,048 B) follows."""
+    (1, 16, 64) fp16 result (2,048 B) follows, then rank 0 copies the result out (the step's copies,
+    frontend/transfers.py)."""
     mlp = _model(models.SwiGLU, 64, 256)
     with capture() as reports:
         got = drawer_step(mlp, (_x(1, 16, 64),), cards=2)
     programs = [p["latency_us"] for p in reports[-1].programs]
-    host, machine = load_host(), load_machine()
+    host = load_host()
     rt = host.runtime
 
-    def pcie_us(n):
-        p = machine.pcie
-        return p.latency_cycles / machine.clock.ghz / 1000 + n * 536 / 512 / (p.gbytes_per_s * 1000)
     reduce = collective_us("all_reduce", 2048, 2, host.drawer, pcie_us)
     card = 0.0
     for k, us in enumerate(programs):
         card = max(card, (k + 1) * rt.patch_us) + us
-    want = card + rt.completion_us + reduce
+    # x's copy in (1 µs) ends under the first patch; rank 0 copies the all-reduced result out
+    want = card + rt.completion_us + reduce + pcie_us(2048) + rt.completion_us
     assert got["step_us"] == pytest.approx(want, abs=1e-3)
     assert got["collective_us"] == pytest.approx(reduce, abs=1e-3)
     assert got["card_busy_us"] == [pytest.approx(sum(programs), abs=1e-3)] * 2

@@ -11,8 +11,10 @@ import pytest
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.host import Collective, Launch, collective_us, load_host, simulate_ranks
-from spyre_emu.host.drawer import trace_json
+from spyre_emu.host.drawer import HOST_PID, trace_json
 from tests.conftest import assert_acelyzer_verifies
+from tests.host.hand import pcie_us
+from tests.host.perfetto import problems
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "examples" / "programs" / "mlp_gelu_kernels.json"
@@ -26,12 +28,9 @@ def test_a_kernel_program_on_four_cards(tmp_path, capsys):
     assert main(["run", str(PROGRAM), "--cards", "4", "--trace", str(trace), "--json", str(report)]) == 0
     data = json.loads(report.read_text())
     drawer, card_us = data["drawer"], data["latency_us"]
-    host, machine = load_host(), load_machine()
+    host = load_host()
     rt = host.runtime
 
-    def pcie_us(n):
-        p = machine.pcie
-        return p.latency_cycles / machine.clock.ghz / 1000 + n * 536 / 512 / (p.gbytes_per_s * 1000)
     reduce = collective_us("all_reduce", 1 << 20, 4, host.drawer, pcie_us)
     assert drawer["all_reduce_bytes"] == 1 << 20
     assert drawer["collective_us"] == pytest.approx(reduce, abs=1e-3)
@@ -45,6 +44,7 @@ def test_a_kernel_program_on_four_cards(tmp_path, capsys):
     flows = [e for e in events if e["ph"] in "sf"]
     assert sum(e["cat"] == "launch" for e in flows) == 2 * 4
     assert sum(e["cat"] == "collective" for e in flows) == 2 * 4
+    assert problems([e for e in events if e["pid"] >= HOST_PID]) == []  # the host model's part
     assert_acelyzer_verifies(trace, tmp_path)
 
 
@@ -61,9 +61,38 @@ def test_too_many_cards_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_the_host_model_alone_is_a_trace_acelyzer_verifies(tmp_path):
-    """The front end's <trace>.drawer.json: two ranks, a launch each and an all-reduce."""
-    ranks = [[Launch("k", 100.0, card=r), Collective("all_reduce", 1 << 20, (0, 1))] for r in range(2)]
-    path = tmp_path / "t.drawer.json"
-    path.write_text(trace_json(simulate_ranks(ranks, load_host(), load_machine()), 2))
+def test_the_host_model_alone_is_a_trace_acelyzer_verifies_and_perfetto_reads(tmp_path):
+    """The front end's step timeline: two ranks, two launches each of the same program and an all-reduce.
+    Each launch's flow leaves its own build (not the program's first) and enters its kernel."""
+    ranks = [[Launch("k", 100.0, card=r), Launch("k", 50.0, card=r), Collective("all_reduce", 1 << 20, (0, 1))]
+             for r in range(2)]
+    path = tmp_path / "t.json"
+    path.write_text(trace_json(simulate_ranks(ranks, load_host(), load_machine()), 2, {"k": "t.0.json"}))
+    events = json.loads(path.read_text())["traceEvents"]
+    assert problems(events) == []
+    kernels = [e for e in events if e["ph"] == "X" and e["cat"] == "host" and e["name"] == "k"]
+    assert [e["args"]["trace"] for e in kernels] == ["t.0.json"] * 4
+    starts = sorted(e["ts"] for e in events if e["ph"] == "s" and e["cat"] == "launch")
+    build = load_host().runtime.deserialize_us + load_host().runtime.prepare_us  # a first call builds
+    assert starts == pytest.approx([build - 0.001] * 2 + [build + load_host().runtime.patch_us - 0.001] * 2)
     assert_acelyzer_verifies(path, tmp_path)
+
+
+@pytest.mark.parametrize(("bad", "found"), [
+    ({"ph": "X", "pid": 1, "tid": 1, "ts": 5.0, "dur": 10.0}, "overlaps"),        # crosses the 0-10 slice's end
+    ({"ph": "s", "id": 9, "cat": "c", "name": "c", "pid": 1, "tid": 1, "ts": 50.0}, "needs one 's' and one 'f'"),
+    ({"ph": "f", "bp": "e", "id": 8, "cat": "c", "name": "c", "pid": 1, "tid": 1, "ts": 50.0}, "inside no slice"),
+    ({"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "x"}, "ts": 0}, "is named"),
+    ({"ph": "X", "pid": "p", "tid": 1, "ts": 0.0, "dur": 1.0}, "integers"),
+    ({"ph": "Q", "pid": 1, "tid": 1, "ts": 0.0}, "phase"),
+])
+def test_the_perfetto_rules_catch_what_the_importer_misreads(bad, found):
+    """A trace that keeps the rules (a slice nested in another, a flow's start inside one), then one bad
+    event more; flow 8 ends in the bad event, or nowhere (then only that is wrong)."""
+    good = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "t"}, "ts": 0},
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0},
+            {"ph": "X", "pid": 1, "tid": 1, "ts": 2.0, "dur": 3.0},
+            {"ph": "s", "id": 8, "cat": "c", "name": "c", "pid": 1, "tid": 1, "ts": 1.0}]
+    end = {"ph": "f", "bp": "e", "id": 8, "cat": "c", "name": "c", "pid": 1, "tid": 1, "ts": 4.0}
+    assert problems(good + [end]) == []
+    assert any(found in p for p in problems(good + ([] if bad["ph"] == "f" else [end]) + [bad]))

@@ -53,6 +53,22 @@ def test_an_uncached_copy_builds_its_graph_and_waits_for_it():
     assert cached.end_us == pytest.approx(2 * pcie_us(4096) + RT.completion_us)
 
 
+def test_a_warm_step_with_its_copies_in_ibms_three_modes():
+    """A step's input copied in (8 KiB), one launch of 100 µs, its result copied out (4 KiB), every
+    program built before. Graphs on both paths: each call builds its graph (graph_us) and waits for it
+    to run and be heard of. Off the transfer path: the copy in is queued and runs while the host builds
+    the launch's graph; the copy out is queued once the launch has returned. Off both: the host patches
+    (20 µs) and queues; the kernel waits for the patch, the copy out for the kernel on the stream."""
+    ops = [Copy("h2d", 8192), Launch("k", 100.0), Copy("d2h", 4096)]
+    c, g = RT.completion_us, RT.graph_us
+
+    def end(launches: bool, copies: bool) -> float:
+        return simulate_host(ops, HOST, MACHINE, cached_launches=launches, cached_copies=copies, warm=True).end_us
+    assert end(False, False) == pytest.approx(3 * (g + c) + pcie_us(8192) + 100.0 + pcie_us(4096))
+    assert end(False, True) == pytest.approx(g + 100.0 + c + pcie_us(4096) + c)
+    assert end(True, True) == pytest.approx(RT.patch_us + 100.0 + pcie_us(4096) + c)
+
+
 def test_two_streams_and_an_event():
     """Stream 1's copy is issued after a Wait on stream 0's kernel: the host holds until the kernel is
     done, then builds nothing (cached) and the copy runs; without the event the copy runs at once."""

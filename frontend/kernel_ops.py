@@ -56,6 +56,7 @@ REFERENCE: dict[str, Ref] = {
     "where3": lambda c, a, b: torch.where(c != 0, a, b),
     "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
     "batchmatmul": torch.matmul, "ReStickifyOpHBM": _window,
+    "embedding": lambda table, index: table[index.long()],
     "softmax": lambda x, *, safe=False: _softmax(x, safe),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
     "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,

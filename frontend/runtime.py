@@ -36,7 +36,7 @@ from .program import Segment
 from .progress import status
 from .tensor_parallel import ShardPlan
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
 SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
 
 

@@ -15,7 +15,7 @@ Step = tuple[str, tuple[int | str, ...]]  # an SFU op and its operands: input in
 
 
 class OpSpec(NamedTuple):
-    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast"
+    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast", "gather"
     arity: int                # tensor inputs
     sfu: str | tuple[Step, ...] | None = None  # pointwise: the SFU op over every input, or SFU steps
 
@@ -63,6 +63,7 @@ OPS: dict[str, OpSpec] = {
     "rmsnorm": OpSpec("rowwise", 2),
     "ReStickifyOpHBM": OpSpec("restickify", 1),
     "to_dtype": OpSpec("cast", 1),  # Inductor's name for a cast: the input's values in the output's dtype
+    "embedding": OpSpec("gather", 2),  # y[r] = table[index[r]]: table rows picked by int32 indices on the card
 }
 # The ops that take attributes, with their defaults (any other op takes none).
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).

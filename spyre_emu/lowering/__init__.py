@@ -20,6 +20,7 @@ from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
 from ..unit_program.model import dram_span
 from .cast import plan_cast
+from .gather import plan_embedding
 from .lx import plan_lx
 from .matmul import plan_matmul
 from .pointwise import plan_pointwise
@@ -34,7 +35,8 @@ LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtim
 LX_RESERVED_SHARE = 0.2
 MAX_SPAN_BYTES = 256 << 20  # a core may address at most 256 MB of one tensor (torch-spyre, high)
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
-                                "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast}
+                                "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
+                                "gather": plan_embedding}
 LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast"}  # the families that read and write LX-resident tensors
 
 

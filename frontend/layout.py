@@ -108,6 +108,10 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
     out = node.outputs[0]
     if node.op in ("batchmatmul", "embedding"):
         return [(v.shape, None) for v in (*node.inputs, out)]
+    if node.op == "patches":  # the image as the card holds it (any grouping ending in the channels); the windows
+        held = current(graph, node.inputs[0])  # as a matmul (rows, KK·C) or a reduction over KK reads them
+        x = held if held is not None and held[-1] == out.shape[-1] else rows_shape(node.inputs[0].shape)
+        return [(x, None), (out.shape if len(out.shape) == 2 else (out.shape[0], out.shape[1], 1, out.shape[2]), None)]
     if node.op == RESTICKIFY:
         return _window_shapes(graph, node)
     if node.op in REDUCTIONS:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .builder import Builder, UnsupportedError, device, host, out_shape, pt, view_of
+from .builder import Builder, UnsupportedError, device, host, out_shape, permuted, pt, view_of
 from .graph import Value
 from .layout import RESTICKIFY
 
@@ -42,7 +42,7 @@ def view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
         device(x)
         return b.kernel("identity", [x], val.shape)
     if op is aten.permute:
-        return host(b, "view", "permute", perm=tuple(d % len(x.shape) for d in args[0]))
+        return permuted(b, x, tuple(d % len(x.shape) for d in args[0]))
     return host(b, "view", op.__name__, regroup=op in ORDER_KEEPING or op is aten.expand)
 
 

@@ -132,8 +132,11 @@ def conv_as_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         rows = torch.matmul(cols, weight.permute(2, 3, 1, 0).reshape(-1, cout))
         out = rows.reshape(n, oh, ow, cout).permute(0, 3, 1, 2)
         return out if bias is None else out + bias.reshape(1, cout, 1, 1)
-    else:
+    else:  # gathered on the host; the result channels-last as well, as the convolutions after it give theirs
         cols = torch.nn.functional.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+        rows = torch.matmul(cols.transpose(1, 2), weight.reshape(cout, -1).t())
+        out = rows.reshape(n, oh, ow, cout).permute(0, 3, 1, 2)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
     out = torch.matmul(weight.reshape(cout, -1), cols).reshape(n, cout, oh, ow)
     return out if bias is None else out + bias.reshape(1, cout, 1, 1)
 

@@ -18,8 +18,9 @@ import torch
 
 from spyre_emu.errors import SpyreEmuError
 
-from .builder import Builder, UnsupportedError, cast, device, host, operand, out_shape, pt, view_of
+from .builder import Builder, UnsupportedError, cast, device, host, operand, out_shape, permuted, pt, view_of
 from .collectives import KINDS as COLLECTIVES
+from .decompositions import patches as _registered  # noqa: F401  (torch.ops.spyre_emu.patches)
 from .graph import Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
 from .view_ops import HANDLERS as VIEW_HANDLERS
@@ -39,21 +40,53 @@ REDUCTIONS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "max", aten.amin: "
 
 def _unary(b: Builder, x: Value, **kwargs: Any) -> Value:
     device(x)
-    return b.kernel(UNARY[b.fx.target.overloadpacket], [x], x.shape)
+    return _in_storage_order(b, [x], lambda ins, shape: b.kernel(UNARY[b.fx.target.overloadpacket], ins, shape))
+
+
+def _in_storage_order(b: Builder, inputs: list[Any], fn: Callable[[list[Any], tuple[int, ...]], Value]) -> Value:
+    """``fn(inputs, output shape)``, a pointwise computation. When the card values among the inputs are all
+    one permutation of values it computed (a convolution's channels-last rows seen as NCHW), it runs in
+    their order, the other inputs (host data, scalars, values along one dim such as batch norm's
+    per-channel factors) permuted back to match, and its result is that permutation of it: no
+    restickify either side."""
+    shape = out_shape(b)
+    perms = {b.permutes[v][1] if v in b.permutes else None for v in inputs
+             if isinstance(v, Value) and v in b.computed and sum(n > 1 for n in v.shape) > 1}
+    if len(perms) != 1 or None in perms:
+        return fn(inputs, shape)
+    perm = perms.pop()
+    back = tuple(sorted(range(len(perm)), key=perm.__getitem__))
+    moved = [_moved_back(b, v, back) for v in inputs]
+    return permuted(b, fn(moved, tuple(shape[d] for d in back)), perm)
+
+
+def _moved_back(b: Builder, v: Any, back: tuple[int, ...]) -> Any:
+    """An input of ``_in_storage_order`` in the card values' own order."""
+    if not isinstance(v, Value):
+        return v
+    if v in b.permutes:
+        return b.permutes[v][0]
+    v = view_of(b, v, (1,) * (len(back) - len(v.shape)) + v.shape) if len(v.shape) < len(back) else v
+    one_dim = sum(n > 1 for n in v.shape) <= 1  # then the permute keeps the element order: a reshape
+    return view_of(b, v, tuple(v.shape[d] for d in back), perm=None if one_dim else back)
 
 
 def _binary(b: Builder, x: Any, y: Any, alpha: float = 1, rounding_mode: str | None = None) -> Value:
     op = BINARY[b.fx.target.overloadpacket]
     if rounding_mode is not None:
         raise UnsupportedError(f"division with rounding_mode={rounding_mode!r}")
+    return _in_storage_order(b, [x, y], lambda ins, shape: _binary_kernel(b, op, *ins, alpha, shape))
+
+
+def _binary_kernel(b: Builder, op: str, x: Any, y: Any, alpha: float, shape: tuple[int, ...]) -> Value:
     like = x if isinstance(x, Value) else y
     x, y = _promoted(b, operand(b, x, like), operand(b, y, like))
     like = x
     if alpha != 1:
         y = b.kernel("mul", [y, b.const(alpha, y)], y.shape)
     if op not in COMPARISONS:
-        return b.kernel(op, [x, y], out_shape(b), like.dtype)
-    return b.kernel(op, [x, y], out_shape(b), torch.bool, like.dtype)
+        return b.kernel(op, [x, y], shape, like.dtype)
+    return b.kernel(op, [x, y], shape, torch.bool, like.dtype)
 
 
 def _promoted(b: Builder, *values: Value) -> list[Value]:
@@ -199,6 +232,14 @@ def _safe_softmax(b: Builder, x: Value, dim: int, dtype: torch.dtype | None = No
     return _softmax(b, cast(b, x, dtype), dim, False, safe=True)
 
 
+def _patches(b: Builder, x: Value, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+             pad: float, flat: bool) -> Value:
+    """decompositions.patches: the card's ``patches`` kernel (a gather of whole channel sticks)."""
+    device(x)
+    return b.kernel("patches", [x], out_shape(b), image=list(x.shape[:3]), kernel=list(kernel), stride=list(stride),
+                    padding=list(padding), dilation=list(dilation), pad=float(pad))
+
+
 def _to_copy(b: Builder, x: Value, dtype: torch.dtype | None = None, **kwargs: Any) -> Value:
     if dtype in (None, x.dtype):
         return view_of(b, x, x.shape)
@@ -213,6 +254,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
     aten.clamp_max: lambda b, x, hi: _clamp(b, x, None, hi), aten.where: _where,
     aten.mm: _matmul, aten.bmm: _matmul, aten.addmm: _addmm, aten.native_layer_norm: _layer_norm,
     aten._softmax: _softmax, aten._safe_softmax: _safe_softmax, aten._to_copy: _to_copy,
+    torch.ops.spyre_emu.patches: _patches,
 }
 
 

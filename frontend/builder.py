@@ -28,6 +28,7 @@ class Builder:
         self.env: dict[torch.fx.Node, Any] = {}
         self.fx: torch.fx.Node | None = None
         self.computed: set[Value] = set()  # kernels' results and views of them: on the card
+        self.permutes: dict[Value, tuple[Value, tuple[int, ...]]] = {}  # a permute of a card value: (it, perm)
         self._count = 0
 
     def value(self, shape: Any, dtype: torch.dtype, const: torch.Tensor | None = None) -> Value:
@@ -86,6 +87,14 @@ def view_of(b: Builder, x: Value, shape: tuple[int, ...], perm: tuple[int, ...] 
                         reason="reshape" if perm is None else "permute", attrs=attrs))
     if x in b.computed:
         b.computed.add(out)
+    return out
+
+
+def permuted(b: Builder, x: Value, perm: tuple[int, ...]) -> Value:
+    """``x.permute(perm)`` as a view, remembered so that pointwise ops on it can run in x's order."""
+    out = view_of(b, x, tuple(x.shape[d] for d in perm), perm=perm)
+    if x in b.computed:
+        b.permutes[out] = (x, perm)
     return out
 
 

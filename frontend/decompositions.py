@@ -18,7 +18,39 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions
 
+from . import kernel_ops
+
 aten = torch.ops.aten
+
+
+@torch.library.custom_op("spyre_emu::patches", mutates_args=())
+def patches(x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+            pad: float, flat: bool) -> torch.Tensor:
+    """A channels-last image's windows as rows, the card's ``patches`` kernel (kernel_ops.patches): (rows,
+    KH·KW, C), or (rows, KH·KW·C) when ``flat`` (a matmul's operand)."""
+    out = kernel_ops.patches(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, pad=pad)
+    return out.reshape(out.shape[0], -1) if flat else out
+
+
+@patches.register_fake
+def _patches_shape(x: torch.Tensor, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+                   pad: float, flat: bool) -> torch.Tensor:
+    n, h, w, c = x.shape
+    oh, ow = _out_size((h, w), kernel, stride, padding, dilation)
+    shape = (n * oh * ow, kernel[0] * kernel[1] * c) if flat else (n * oh * ow, kernel[0] * kernel[1], c)
+    return x.new_empty(shape)
+
+
+def _out_size(size: tuple[int, int], kernel: list[int], stride: list[int], padding: list[int],
+              dilation: list[int]) -> list[int]:
+    """A window's output height and width (torch's rule, without ceil_mode)."""
+    return [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in zip(size, kernel, stride, padding, dilation,
+                                                                            strict=True)]
+
+
+def _channel_sticks(x: torch.Tensor) -> bool:
+    """The channels fill whole 128-byte sticks, so channels-last windows are gathers of whole sticks."""
+    return x.shape[1] % (128 // x.element_size()) == 0
 
 
 def attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -95,22 +127,48 @@ def conv_as_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     if list(stride) == [kh, kw] and not any(padding) and list(dilation) == [1, 1] and h % kh == 0 and w % kw == 0:
         cols = x.reshape(n, cin, oh, kh, ow, kw).permute(0, 1, 3, 5, 2, 4).reshape(n, cin * kh * kw, oh * ow)
-    else:
+    elif _channel_sticks(x):  # the card gathers channels-last windows: rows (i, j, c) of the weight to match
+        cols = patches(x.permute(0, 2, 3, 1), [kh, kw], list(stride), list(padding), list(dilation), 0.0, True)
+        rows = torch.matmul(cols, weight.permute(2, 3, 1, 0).reshape(-1, cout))
+        out = rows.reshape(n, oh, ow, cout).permute(0, 3, 1, 2)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
+    else:  # gathered on the host; the result channels-last as well, as the convolutions after it give theirs
         cols = torch.nn.functional.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+        rows = torch.matmul(cols.transpose(1, 2), weight.reshape(cout, -1).t())
+        out = rows.reshape(n, oh, ow, cout).permute(0, 3, 1, 2)
+        return out if bias is None else out + bias.reshape(1, cout, 1, 1)
     out = torch.matmul(weight.reshape(cout, -1), cols).reshape(n, cout, oh, ow)
     return out if bias is None else out + bias.reshape(1, cout, 1, 1)
 
 
 def batch_norm_eval(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, mean: torch.Tensor,
                     var: torch.Tensor, momentum: float, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Batch norm with running statistics: a per-channel multiply-add over the input."""
+    """Batch norm with running statistics: a per-channel multiply-add over the input, the factors computed
+    over the channels alone (a vector, which the card reads in the input's order, whichever it is)."""
+    scale = torch.rsqrt(var + eps)
+    scale = scale if weight is None else scale * weight
+    shift = -mean * scale if bias is None else bias - mean * scale
     shape = (1, -1, *([1] * (x.dim() - 2)))
-    out = (x - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
-    out = out if weight is None else out * weight.reshape(shape)
-    return (out if bias is None else out + bias.reshape(shape)), mean.new_empty(0), mean.new_empty(0)
+    return x * scale.reshape(shape) + shift.reshape(shape), mean.new_empty(0), mean.new_empty(0)
+
+
+def max_pool_2d(x: torch.Tensor, kernel_size: list[int], stride: list[int] | None = None, padding: Any = 0,
+                dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    """Max pooling as the card runs it: the channels-last windows (padded with the dtype's lowest value)
+    and their max. Its indices are not computed (inference graphs do not read them)."""
+    if ceil_mode or x.dim() != 4 or not _channel_sticks(x):
+        return NotImplemented
+    pair = lambda v: list(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else [v, v]  # noqa: E731
+    k, d, p = pair(kernel_size), pair(dilation), pair(padding)
+    s = pair(stride) if stride else k
+    rows = patches(x.permute(0, 2, 3, 1), k, s, p, d, torch.finfo(x.dtype).min, False).amax(1)
+    n, c, h, w = x.shape
+    rows = rows.reshape(n, *_out_size((h, w), k, s, p, d), c)
+    return rows.permute(0, 3, 1, 2), x.new_empty(0, dtype=torch.int64)
 
 
 def decompositions() -> dict[Any, Any]:
     return {**{op: fn for op, fn in core_aten_decompositions().items() if op not in KEPT},
             aten.convolution.default: conv_as_matmul,
-            aten._native_batch_norm_legit_no_training.default: batch_norm_eval}
+            aten._native_batch_norm_legit_no_training.default: batch_norm_eval,
+            aten.max_pool2d_with_indices.default: max_pool_2d}

@@ -38,6 +38,19 @@ def _window(x: torch.Tensor, *, slice: tuple[int, int, int, bool]) -> torch.Tens
     return part.reshape(-1, stop - start).T if transposed else part
 
 
+def patches(x: torch.Tensor, *, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],
+            pad: float, image: list[int] | None = None) -> torch.Tensor:
+    """The windows of a channels-last image (N, H, W, C) as (N·OH·OW, KH·KW, C), ``pad`` outside it."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    x = x if image is None else x.reshape(*image, -1)
+    n, h, w, c = x.shape
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    xp = torch.nn.functional.pad(x, (0, 0, pw, pw, ph, ph), value=pad)
+    rows = [xp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            for i in range(kh) for j in range(kw)]
+    return torch.stack(rows, 3).reshape(n * oh * ow, kh * kw, c)
+
+
 UNARY: dict[str, Ref] = {
     "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
     "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
@@ -56,6 +69,7 @@ REFERENCE: dict[str, Ref] = {
     "where3": lambda c, a, b: torch.where(c != 0, a, b),
     "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
     "batchmatmul": torch.matmul, "ReStickifyOpHBM": _window,
+    "embedding": lambda table, index: table[index.long()], "patches": patches,
     "softmax": lambda x, *, safe=False: _softmax(x, safe),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
     "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,
@@ -67,4 +81,4 @@ def run_reference(op: str, inputs: list[torch.Tensor], attrs: dict[str, Any], dt
     """One kernel computed by torch on the CPU: float32 inside, rounded to ``dtype`` at the end,
     broadcast to the output ``shape`` (an ``identity`` kernel copies its input into a larger shape)."""
     out = REFERENCE[op](*(t.float() for t in inputs), **attrs)
-    return out.to(dtype).expand(shape)
+    return out.to(dtype).reshape(shape) if op == "patches" else out.to(dtype).expand(shape)

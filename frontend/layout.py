@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import math
 
+from spyre_emu.config import DTYPE_BYTES
+
 from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, rows_shape
 from .views import Step, groups, is_grouping, permuted, plan, relative
 
 REDUCTIONS = ("sum", "mean", "max", "min")
 RESTICKIFY = "ReStickifyOpHBM"
+INDEX_DTYPE = "int32"  # the device dtype of an embedding's indices
 
 
 def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
@@ -81,13 +84,20 @@ def _kernel(graph: Graph, node: Node, kept: list[Node], host_views: set[Value]) 
     out = node.outputs[0]
     dtype = device_dtype(out)
     wants = _operand_shapes(graph, node)
-    # a kernel's tensors are in its output's dtype (a bool operand in 1.0 / 0.0), a cast's input in its own
-    names = [_tensor_for(graph, v, dshape, device_dtype(v) if node.op == "to_dtype" else dtype, kept, host_views,
-                         expand) for v, (dshape, expand) in zip(node.inputs, wants[:-1], strict=True)]
+    names = [_tensor_for(graph, v, dshape, _input_dtype(node, i, dtype), kept, host_views, expand)
+             for i, (v, (dshape, expand)) in enumerate(zip(node.inputs, wants[:-1], strict=True))]
     out.dshape, out.from_device = wants[-1][0], True
     graph.add_tensor(DeviceTensor(out.name, out, out.dshape, dtype, upload=False))
     node.tensors = [*names, out.name]
     kept.append(node)
+
+
+def _input_dtype(node: Node, i: int, dtype: str) -> str:
+    """A kernel's tensors are in its output's dtype (a bool operand in 1.0 / 0.0); a cast's input is in
+    its own, an embedding's indices are int32."""
+    if node.op == "to_dtype":
+        return device_dtype(node.inputs[i])
+    return INDEX_DTYPE if node.op == "embedding" and i == 1 else dtype
 
 
 Want = tuple[tuple[int, ...], tuple[int, ...] | None]  # a device shape, and the torch shape to broadcast to first
@@ -96,8 +106,12 @@ Want = tuple[tuple[int, ...], tuple[int, ...] | None]  # a device shape, and the
 def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
     """The device shape (and host broadcast) of each input, then of the output."""
     out = node.outputs[0]
-    if node.op == "batchmatmul":
+    if node.op in ("batchmatmul", "embedding"):
         return [(v.shape, None) for v in (*node.inputs, out)]
+    if node.op == "patches":  # the image as the card holds it (any grouping ending in the channels); the windows
+        held = current(graph, node.inputs[0])  # as a matmul (rows, KK·C) or a reduction over KK reads them
+        x = held if held is not None and held[-1] == out.shape[-1] else rows_shape(node.inputs[0].shape)
+        return [(x, None), (out.shape if len(out.shape) == 2 else (out.shape[0], out.shape[1], 1, out.shape[2]), None)]
     if node.op == RESTICKIFY:
         return _window_shapes(graph, node)
     if node.op in REDUCTIONS:
@@ -245,6 +259,6 @@ def crossings(graph: Graph) -> list[tuple[str, str, int]]:
     for t in graph.tensors.values():
         if t.upload and t.value.root.from_device:
             download(t.value)
-            out.append(("h2d", t.name, math.prod(t.dshape) * 2))
+            out.append(("h2d", t.name, math.prod(t.dshape) * DTYPE_BYTES[t.dtype]))
     return out
 

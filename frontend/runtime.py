@@ -37,8 +37,9 @@ from .progress import status
 from .tensor_parallel import ShardPlan
 from .transfers import argument
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
-SEMANTIC_ATTRS = ("dims", "eps", "slice")   # kernel attrs the torch reference of an op reads
+TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
+SEMANTIC_ATTRS = ("dims", "eps", "slice", "kernel", "stride", "padding", "dilation", "pad", "image")  # what the torch
+# reference of an op reads
 
 
 class Residence(Protocol):

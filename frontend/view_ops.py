@@ -8,8 +8,9 @@ inside a stick (an element offset the lanes would have to shift by) the window i
 way out, so the sliced dim becomes rows, and a permute view turns it back (the layout pass's
 transpose). A slice of what the host holds (weights, inputs, a CPU fallback's result) stays a
 host view. A cat of one value's (negated) slices along its last dim is a matmul by a constant
-matrix (rotate_half). Embedding and index stay on the host: the card's DMA addresses are fixed
-when a program is lowered, and their rows are picked by data.
+matrix (rotate_half). An embedding of a table the card can hold by integer indices from the host
+(token ids, positions) is an ``embedding`` kernel: indirect loads, each reading the table row an
+int32 on the card names. Index with tensor indices stays on the host.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .builder import Builder, UnsupportedError, device, host, out_shape, pt, view_of
+from .builder import Builder, UnsupportedError, device, host, out_shape, permuted, pt, view_of
 from .graph import Value
 from .layout import RESTICKIFY
 
@@ -41,7 +42,7 @@ def view(b: Builder, x: Value, *args: Any, **kwargs: Any) -> Value:
         device(x)
         return b.kernel("identity", [x], val.shape)
     if op is aten.permute:
-        return host(b, "view", "permute", perm=tuple(d % len(x.shape) for d in args[0]))
+        return permuted(b, x, tuple(d % len(x.shape) for d in args[0]))
     return host(b, "view", op.__name__, regroup=op in ORDER_KEEPING or op is aten.expand)
 
 
@@ -109,6 +110,19 @@ def unbind(b: Builder, x: Value, dim: int = 0) -> tuple[Value, ...]:
     return tuple(window(b, x, dim, i, i + 1, shape) for i in range(x.shape[dim]))
 
 
+def embedding(b: Builder, weight: Value, indices: Value, *args: Any) -> Value:
+    """Rows of ``weight`` picked by ``indices`` (any shape), as one ``embedding`` kernel over the
+    indices flattened; the indices are host data (inputs, positions), copied in as int32."""
+    device(weight)
+    if len(weight.shape) != 2 or indices.dtype not in (torch.int64, torch.int32) or indices in b.computed:
+        raise UnsupportedError("an embedding other than of a 2-D table by integer indices from the host")
+    if weight.shape[0] > 2 ** 31:
+        raise UnsupportedError("a table of more rows than int32 indices name")
+    ids = view_of(b, indices, (math.prod(indices.shape),))
+    rows = b.kernel("embedding", [weight, ids], (ids.shape[0], weight.shape[1]))
+    return view_of(b, rows, out_shape(b))
+
+
 def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     """A cat with one non-empty part (a DynamicCache's first step: an empty cache and the first keys)
     is that part. Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast
@@ -156,4 +170,5 @@ def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | 
 
 
 HANDLERS = {**dict.fromkeys(VIEWS, view), aten.slice: slice_, aten.select: select,
-            aten.split_with_sizes: split_with_sizes, aten.split: split, aten.unbind: unbind, aten.cat: cat}
+            aten.split_with_sizes: split_with_sizes, aten.split: split, aten.unbind: unbind, aten.cat: cat,
+            aten.embedding: embedding}

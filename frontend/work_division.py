@@ -24,7 +24,7 @@ from .graph import Graph, Node
 from .layout import REDUCTIONS, RESTICKIFY
 from .views import lane_dims
 
-ROWWISE = ("softmax", "layernorm", "rmsnorm")  # each row on one core: the last dim is not split
+ROWWISE = ("softmax", "layernorm", "rmsnorm", "embedding")  # each row on one core: the last dim is not split
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal

@@ -99,7 +99,8 @@ def _apply(card: Card, ins: Instruction) -> bool:
     """Apply one instruction; False if its input FIFO does not yet hold enough sticks."""
     a, lx = ins.args, card.lx_of(ins.core) if ins.core >= 0 else None
     if ins.op == "load":
-        data = np.concatenate([card.dram.read(addr, n) for addr, n in dram_pieces(a)])
+        shift = _indirect_shift(card, ins) if "index_lx" in a else 0
+        data = np.concatenate([card.dram.read(addr + shift, n) for addr, n in dram_pieces(a)])
         for core in a.get("to", [ins.core]):
             card.lx_of(core)[a["lx"]:a["lx"] + a["bytes"]] = data
     elif ins.op == "store":
@@ -120,6 +121,17 @@ def _apply(card: Card, ins: Instruction) -> bool:
     elif ins.op in SFU_OPS:
         return _sfu(card, ins, lx)
     return True
+
+
+def _indirect_shift(card: Card, ins: Instruction) -> int:
+    """An indirect load reads the row its core holds in LX at ``index_lx`` (an int32), not the
+    ``index_row`` its address was lowered for: the bytes between the two rows."""
+    a = ins.args
+    value = int(card.lx_of(ins.core)[a["index_lx"]:a["index_lx"] + 4].view(np.int32)[0])
+    if not 0 <= value < a["index_rows"]:
+        raise SimulationError(f"functional replay: {ins.path} reads row {value} of a table of {a['index_rows']} "
+                              "rows (an index out of range)")
+    return (value - a["index_row"]) * a["index_pitch"]
 
 
 def _sticks(data: np.ndarray) -> list[np.ndarray]:

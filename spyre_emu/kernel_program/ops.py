@@ -15,7 +15,7 @@ Step = tuple[str, tuple[int | str, ...]]  # an SFU op and its operands: input in
 
 
 class OpSpec(NamedTuple):
-    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast"
+    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast", "gather", "patches"
     arity: int                # tensor inputs
     sfu: str | tuple[Step, ...] | None = None  # pointwise: the SFU op over every input, or SFU steps
 
@@ -63,10 +63,14 @@ OPS: dict[str, OpSpec] = {
     "rmsnorm": OpSpec("rowwise", 2),
     "ReStickifyOpHBM": OpSpec("restickify", 1),
     "to_dtype": OpSpec("cast", 1),  # Inductor's name for a cast: the input's values in the output's dtype
+    "embedding": OpSpec("gather", 2),  # y[r] = table[index[r]]: table rows picked by int32 indices on the card
+    "patches": OpSpec("patches", 1),  # a channels-last image's windows as rows (convolution, pooling)
 }
 # The ops that take attributes, with their defaults (any other op takes none).
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).
 ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5},
          "softmax": {"safe": False},
-         "ReStickifyOpHBM": {"perm": [], "window": []}}  # perm: x's dims in y's order ([] keeps them); window:
-# a start and a stop per dim of x, flat ([] takes all of x): y = x[window].permute(perm).reshape(y.shape)
+         "ReStickifyOpHBM": {"perm": [], "window": []},  # perm: x's dims in y's order ([] keeps them); window:
+         # a start and a stop per dim of x, flat ([] takes all of x): y = x[window].permute(perm).reshape(y.shape)
+         "patches": {"image": [], "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1],
+                     "pad": 0.0}}

@@ -20,8 +20,10 @@ from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
 from ..unit_program.model import dram_span
 from .cast import plan_cast
+from .gather import plan_embedding
 from .lx import plan_lx
 from .matmul import plan_matmul
+from .patches import pad_constants, plan_patches
 from .pointwise import plan_pointwise
 from .reduction import constants, plan_reduction
 from .restickify import plan_restickify
@@ -34,7 +36,8 @@ LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtim
 LX_RESERVED_SHARE = 0.2
 MAX_SPAN_BYTES = 256 << 20  # a core may address at most 256 MB of one tensor (torch-spyre, high)
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
-                                "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast}
+                                "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
+                                "gather": plan_embedding, "patches": plan_patches}
 LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast"}  # the families that read and write LX-resident tensors
 
 
@@ -55,7 +58,7 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
         _check_spans(added, kernel, program.source)
         first = used if first is None else first
     buffers = {name: _buffer(t) for name, t in program.tensors.items() if t.space == "dram"}
-    buffers |= constants(program) | row_constants(program)
+    buffers |= constants(program) | row_constants(program) | pad_constants(program)
     data: dict[str, Any] = {"format": "spyre-emu.unit-program", "version": 1, "buffers": buffers,
                             "cores": [{"core": c, "units": s.units} for c, s in sorted(cores.items())]}
     if program.host_transfers and program.kernels:

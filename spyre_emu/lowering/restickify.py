@@ -38,11 +38,11 @@ def lower_blocks(core: CoreStreams, *, x: str, y: str, blocks: list[tuple[np.nda
         work: dict[str, list[Item]] = {}
         for i, (ins, outs) in enumerate(blocks[start:start + per_set]):
             src, dst = base + i * lanes * STICK_BYTES, out_base + i * lanes * STICK_BYTES
-            loads += _moves(core, "load", x, ins, src)
+            loads += moves(core, "load", x, ins, src)
             op = {"op": "transpose", "a": src, "out": dst, "sticks": lanes} | ({"dtype": dtype} if dtype != "fp16"
                                                                               else {})
             work.setdefault(f"sfu{i % 2}", []).append(op)
-            stores += _moves(core, "store", y, outs, dst)
+            stores += moves(core, "store", y, outs, dst)
         core.wire_chunk(q, loads, work, stores)
 
 
@@ -52,14 +52,14 @@ def lower_gather(core: CoreStreams, *, x: str, y: str, pairs: np.ndarray, budget
     for q, start in enumerate(range(0, pairs.shape[1], per_set)):
         at = (q % 2) * per_set * STICK_BYTES
         part = pairs[:, start:start + per_set]
-        loads = _moves(core, "load", x, part[0], at)
-        stores = _moves(core, "store", y, part[1], at)
+        loads = moves(core, "load", x, part[0], at)
+        stores = moves(core, "store", y, part[1], at)
         loads[-1].setdefault("signal", []).append(f"{core.tag}q{q}.loaded")
         stores[0].setdefault("wait", []).append(f"{core.tag}q{q}.loaded")
         core.wire_chunk(q, loads, {}, stores)
 
 
-def _moves(core: CoreStreams, unit: str, tensor: str, ids: np.ndarray, lx: int) -> list[Item]:
+def moves(core: CoreStreams, unit: str, tensor: str, ids: np.ndarray, lx: int) -> list[Item]:
     """DMA between device sticks ``ids`` and consecutive LX slots from ``lx`` (slot i <-> ids[i];
     -1 skips the slot), one instruction per run consecutive in both."""
     items = []

@@ -70,6 +70,8 @@ def check_instruction(ins: Instruction, machine: Machine, source: str) -> None:
                            source, ins.path + (".dtype" if "dtype" in a else ""))
     if ins.op == "load" and "to" in a:
         _check_multicast(ins, machine, source)
+    if ins.op == "load" and any(f in a for f in INDEX_FIELDS):
+        _check_indirect(ins, machine, source)
     if ins.op == "send":
         if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
             raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
@@ -104,6 +106,28 @@ def _check_multicast(ins: Instruction, machine: Machine, source: str) -> None:
         raise ProgramError(f"cores are 0..{machine.cores.count - 1}", source, where)
     if len(machine.ring.stops) > MAX_MULTICAST_STOPS:
         raise ProgramError(f"multicast needs a ring of at most {MAX_MULTICAST_STOPS} stops", source, where)
+
+
+INDEX_FIELDS = ("index_lx", "index_row", "index_rows", "index_pitch")
+
+
+def _check_indirect(ins: Instruction, machine: Machine, source: str) -> None:
+    """An indirect load names all four index fields, an int32 inside LX and a row of its table, and
+    is not a multicast (its row is its own core's)."""
+    a = ins.args
+    missing = [f for f in INDEX_FIELDS if f not in a]
+    if missing:
+        raise ProgramError(f"an indirect load needs {', '.join(INDEX_FIELDS)}; {missing[0]} missing", source,
+                           ins.path)
+    if "to" in a:
+        raise ProgramError("an indirect load reads its own core's index and cannot multicast", source, ins.path + ".to")
+    if a["index_lx"] % 4 or not 0 <= a["index_lx"] <= machine.lx.size_bytes - 4:
+        raise ProgramError(f"an int32 inside the {machine.lx.size_bytes} B scratchpad (a multiple of 4)", source,
+                           ins.path + ".index_lx")
+    if not 0 <= a["index_row"] < a["index_rows"]:
+        raise ProgramError(f"a row of the table (0..{a['index_rows'] - 1})", source, ins.path + ".index_row")
+    if a["index_pitch"] % STICK_BYTES:
+        raise ProgramError(f"whole {STICK_BYTES} B sticks", source, ins.path + ".index_pitch")
 
 
 def _check_sfu(ins: Instruction, source: str) -> None:

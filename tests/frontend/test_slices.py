@@ -55,9 +55,10 @@ def test_slice_of_an_input_stays_a_host_view(check):
 def test_a_split_read_as_heads_reads_the_window(check):
     """Each part's heads view is restickified straight from its window of the projection, with no copy
     of the part first (the slice kernels nothing else reads are dropped): the layout pass's two steps
-    a part ((16, 128) -> (16, 2, 64) -> (2, 16, 64)), the first reading the window."""
+    a part ((16, 128) -> (16, 2, 64) -> (2, 16, 64)), the first reading the window. (A softmax: a
+    pointwise op would run in the part's own order, the heads view of its result, with no restickify.)"""
     def qkv(x):
-        return tuple(p.view(1, 16, 2, 64).transpose(1, 2) + 1 for p in (x * 2).split(128, dim=-1))
+        return tuple(torch.softmax(p.view(1, 16, 2, 64).transpose(1, 2), -1) for p in (x * 2).split(128, dim=-1))
     check(qkv, _x(1, 16, 384))
     rep = last_report()
     assert rep.crossings == []

@@ -44,6 +44,9 @@ def test_default_call_matches_eager(name):
     if name in ON_THE_CARD:
         assert rep.fallbacks == []
         assert rep.crossings == []
+        assert any(k["op"] == "embedding" for k in rep.kernels)  # the token lookup is a kernel
+    if name == "resnet18":  # convolutions and pooling on the card; the 3-channel stem's padding is not a stick
+        assert [f["op"] for f in rep.fallbacks] == ["aten.constant_pad_nd.default"]
 
 
 @pytest.mark.parametrize("cache", ["dynamic", "static"])

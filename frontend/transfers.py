@@ -19,9 +19,9 @@ import math
 
 import torch
 
-from .graph import Graph, Value
+from spyre_emu.config import DTYPE_BYTES
 
-DEVICE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
+from .graph import Graph, Value
 
 
 def per_call_inputs(gm: torch.fx.GraphModule, example_inputs: list) -> list[str | None]:
@@ -68,7 +68,7 @@ def step_transfers(graph: Graph, per_call: list[str | None]) -> list[Transfer]:
     input order, then outputs the cards computed (a kernel's, or a collective's) back to the host, each
     root once."""
     fresh = {v: i for i, (v, p) in enumerate(zip(graph.inputs, per_call, strict=True)) if p and isinstance(v, Value)}
-    ins = [("h2d", t.name, math.prod(t.dshape) * DEVICE_BYTES[t.dtype], fresh[t.value.root],
+    ins = [("h2d", t.name, math.prod(t.dshape) * DTYPE_BYTES[t.dtype], fresh[t.value.root],
             per_call[fresh[t.value.root]]) for t in graph.tensors.values() if t.upload and t.value.root in fresh]
     on_card = {v for n in graph.nodes if n.host == "collective" for v in n.outputs}  # combined on the cards
     outs: list[Transfer] = []

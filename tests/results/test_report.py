@@ -7,7 +7,7 @@ import pytest
 
 from spyre_emu.engine.log import UNIT_STATS
 from spyre_emu.pipeline import run
-from spyre_emu.results.activity import spread
+from spyre_emu.results.activity import rounded, spread
 from spyre_emu.results.traffic import trace_traffic
 from spyre_emu.unit_program import parse_unit_program
 from tests.conftest import program
@@ -60,6 +60,17 @@ def test_spread_is_exact_on_bins():
     edges = np.array([0.0, 10.0, 20.0, 30.0])
     got = spread(edges, np.array([5.0, 0.0]), np.array([25.0, 30.0]), np.array([1.0, 0.5]))
     np.testing.assert_allclose(got, [5 + 5, 10 + 5, 5 + 5])
+
+
+def test_rounded_is_python_round():
+    """The vectorised rounding of the activity bins gives Python's round, halves included (0.00005
+    is a hair above a half in binary: Python rounds it up, numpy's scaled rounding down)."""
+    rng = np.random.default_rng(3)
+    halves = (np.arange(20000) + 0.5) / 1e4
+    for values in (rng.random(20000), rng.random(20000) * 1e3, halves, np.arange(1000) / 2000):
+        for digits in (3, 4):
+            assert rounded(values, digits) == [round(float(v), digits) for v in values]
+    assert rounded(np.array([5e-5]), 4) == [1e-4]
 
 
 @pytest.mark.parametrize("stem", STEMS)

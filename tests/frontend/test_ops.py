@@ -175,3 +175,26 @@ def test_batch_norm_in_eval_is_a_multiply_add_on_the_card(check):
     bn.bias.data.uniform_(-1, 1)
     check(bn.half(), torch.randn(1, 16, 8, 64).half())
     assert last_report().fallbacks == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_topk_is_rounds_of_max_on_the_card(dtype, k):
+    """torch's values; indices that hold them, the lowest position first among ties (torch promises no
+    order there), torch's own elsewhere; no fallback. The inputs are multiples of 1/64 below 4, exact in
+    DLFloat16."""
+    x = ((_x(2, 5, 40).float() * 64).round() / 64).to(dtype)
+    x[0, 1, 7] = x[0, 1, 30] = x[0, 1].max() + 1  # a tie for the top
+    x[1, 2, :] = 0.5  # a row of ties
+    with torch.no_grad():
+        got = torch.compile(lambda x: torch.topk(x.abs(), k), backend="spyre_emu", dynamic=False)(x)
+    want = torch.topk(x.float().abs(), k)
+    assert torch.equal(got.values.float(), want.values)
+    assert got.values.dtype == dtype
+    assert torch.equal(x.float().abs().gather(-1, got.indices), want.values)
+    assert got.indices[0, 1, 0] == 7
+    assert got.indices[1, 2].tolist() == list(range(k))
+    untied = torch.ones(2, 5, dtype=torch.bool)
+    untied[0, 1] = untied[1, 2] = False
+    assert torch.equal(got.indices[untied], want.indices[untied])
+    assert last_report().fallbacks == []

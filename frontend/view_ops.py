@@ -126,8 +126,9 @@ def embedding(b: Builder, weight: Value, indices: Value, *args: Any) -> Value:
 
 def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     """A cat with one non-empty part (a DynamicCache's first step: an empty cache and the first keys)
-    is that part. Along a dim outside the stick, the card's parts are placed by matmuls (``_placed``). Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast
-    (an identity kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
+    is that part. Along a dim outside the stick, the card's parts are placed by matmuls (``_placed``).
+    Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast (an identity
+    kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
     the value times a constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data
     movement."""
     kept = [(p, fx) for p, fx in zip(parts, b.fx.args[0], strict=True) if math.prod(p.shape)]

@@ -23,6 +23,7 @@ from .collectives import KINDS as COLLECTIVES
 from .decompositions import patches as _registered  # noqa: F401  (torch.ops.spyre_emu.patches)
 from .graph import Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
+from .topk import topk
 from .view_ops import HANDLERS as VIEW_HANDLERS
 from .view_ops import VIEWS
 
@@ -243,7 +244,8 @@ def _patches(b: Builder, x: Value, kernel: list[int], stride: list[int], padding
 def _to_copy(b: Builder, x: Value, dtype: torch.dtype | None = None, **kwargs: Any) -> Value:
     if dtype in (None, x.dtype):
         return view_of(b, x, x.shape)
-    device(x)
+    if x.carrier is None:
+        device(x)
     return cast(b, x, dtype)
 
 
@@ -254,7 +256,7 @@ HANDLERS: dict[Any, Callable[..., Any]] = {
     aten.clamp_max: lambda b, x, hi: _clamp(b, x, None, hi), aten.where: _where,
     aten.mm: _matmul, aten.bmm: _matmul, aten.addmm: _addmm, aten.native_layer_norm: _layer_norm,
     aten._softmax: _softmax, aten._safe_softmax: _safe_softmax, aten._to_copy: _to_copy,
-    torch.ops.spyre_emu.patches: _patches,
+    torch.ops.spyre_emu.patches: _patches, aten.topk: topk,
 }
 
 

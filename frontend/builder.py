@@ -37,7 +37,7 @@ class Builder:
 
     def kernel(self, op: str, inputs: list[Value], shape: Any, dtype: torch.dtype | None = None,
                carrier: torch.dtype | None = None, **attrs: Any) -> Value:
-        """A kernel's result; ``carrier``: the device dtype of a bool result. A 0-d result (T5's
+        """A kernel's result; ``carrier``: the device dtype of a bool or integer result. A 0-d result (T5's
         guard) is computed over (1,) and viewed as 0-d, as kernels have a dim at least."""
         if not tuple(shape):
             one = self.kernel(op, inputs, (1,), dtype, carrier, **attrs)
@@ -100,10 +100,15 @@ def permuted(b: Builder, x: Value, perm: tuple[int, ...]) -> Value:
 
 def cast(b: Builder, x: Value, dtype: torch.dtype | None) -> Value:
     """A ``to_dtype`` kernel between fp16 or bf16 and fp32 (the card's casts); no kernel when the
-    dtype stays."""
+    dtype stays, nor for a bool or integer value carried in ``dtype`` already (a view of it as such)."""
     if dtype in (None, x.dtype):
         return x
-    if torch.float32 not in (x.dtype, dtype) or dtype not in DEVICE_DTYPES or x.carrier is not None:
+    source = x.carrier or x.dtype
+    if source == dtype:
+        out = view_of(b, x, x.shape)
+        out.dtype = dtype
+        return out
+    if torch.float32 not in (source, dtype) or dtype not in DEVICE_DTYPES:
         raise UnsupportedError(f"cast from {x.dtype} to {dtype} (the card casts between fp16 or bf16 and fp32)")
     return b.kernel("to_dtype", [x], x.shape, dtype)
 

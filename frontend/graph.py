@@ -14,7 +14,9 @@ constant folded at compile time). Nodes are kept in program order.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ class Value:
     dshape: tuple[int, ...] | None = None   # the shape of the device tensor a kernel computed it into
     const: torch.Tensor | None = None
     carrier: torch.dtype | None = None      # the device dtype of a bool value (comparisons give 1.0 / 0.0)
+    # or of an integer one (top-k's indices, exact in fp32)
     from_device: bool = False               # computed from kernel results (crossing to the host costs)
 
     @property
@@ -124,9 +127,20 @@ def source_line(fx: torch.fx.Node | None) -> str:
 
 
 def failure(fx: torch.fx.Node | None, shapes: list[Any], exc: Exception) -> SpyreEmuError:
-    """An unexpected error while handling one ATen node, as one line: the op, its operand shapes, what
-    went wrong and the user's source line."""
+    """An unexpected error while handling one ATen node, as one line: the node, its op, its operand
+    shapes, what went wrong and the user's source line."""
     op = getattr(fx, "target", "?")
     what = " ".join(str(exc).split()) or type(exc).__name__
-    return SpyreEmuError(f"{op} on operands of shape {', '.join(map(str, shapes)) or '()'} failed ({what}); "
-                         f"it comes from {source_line(fx)}")
+    return SpyreEmuError(f"node {getattr(fx, 'name', '?')}: {op} on operands of shape "
+                         f"{', '.join(map(str, shapes)) or '()'} failed ({what}); it comes from {source_line(fx)}")
+
+
+@contextlib.contextmanager
+def blame(node: Node) -> Iterator[None]:
+    """A pass's unexpected error on ``node`` as ``failure``'s one line (errors of ours pass through)."""
+    try:
+        yield
+    except SpyreEmuError:
+        raise
+    except Exception as exc:
+        raise failure(node.fx, [list(v.shape) for v in node.inputs], exc) from exc

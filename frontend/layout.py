@@ -23,7 +23,7 @@ import math
 
 from spyre_emu.config import DTYPE_BYTES
 
-from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, rows_shape
+from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, blame, rows_shape
 from .views import Step, groups, is_grouping, permuted, plan, relative
 
 REDUCTIONS = ("sum", "mean", "max", "min")
@@ -40,7 +40,8 @@ def assign_layouts(graph: Graph, host_views: set[Value]) -> None:
     kept: list[Node] = []
     for node in graph.nodes:
         if node.is_kernel:
-            _kernel(graph, node, kept, host_views)
+            with blame(node):
+                _kernel(graph, node, kept, host_views)
         elif not (node.host == "view" and _view(node)):
             for out in node.outputs:  # a fallback's results cross to the card like computed values: priced
                 out.from_device = node.host == "fallback" or (node.host != "collective" and any(

@@ -184,7 +184,7 @@ def value_of(env: dict[Value, torch.Tensor], v: Value) -> torch.Tensor:
     if data is None:
         raise KeyError(f"value {v.name} was never computed")
     order = v.elements
-    return data.reshape(order.atoms).permute(order.perm).reshape(v.shape)
+    return data.reshape(order.atoms).permute(order.perm).reshape(v.shape).to(v.dtype)  # a carried value's view
 
 
 def _host(env: dict[Value, torch.Tensor], t: DeviceTensor) -> torch.Tensor:
@@ -201,7 +201,7 @@ def _to_array(t: torch.Tensor) -> np.ndarray:
 
 def _from_array(a: np.ndarray, t: DeviceTensor) -> torch.Tensor:
     data = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if t.dtype == "bf16" else torch.from_numpy(a)
-    return data != 0 if t.value.dtype == torch.bool else data
+    return data != 0 if t.value.dtype == torch.bool else data.to(t.value.dtype)  # an integer carried in fp32
 
 
 def _run_host(node: Node, env: dict[Value, torch.Tensor]) -> None:

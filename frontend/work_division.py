@@ -20,7 +20,7 @@ import math
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.kernel_program import elems_per_stick
 
-from .graph import Graph, Node
+from .graph import Graph, Node, blame
 from .layout import REDUCTIONS, RESTICKIFY
 from .views import lane_dims
 
@@ -40,7 +40,8 @@ def divide_work(graph: Graph, machine: Machine, cores: int) -> None:
     """Set ``dims`` and ``slices`` of every kernel for a card of ``cores`` cores."""
     for node in graph.nodes:
         if node.is_kernel:
-            _divide(graph, node, machine, cores)
+            with blame(node):
+                _divide(graph, node, machine, cores)
 
 
 def dim_names(rank: int) -> list[str]:

@@ -175,3 +175,47 @@ def test_batch_norm_in_eval_is_a_multiply_add_on_the_card(check):
     bn.bias.data.uniform_(-1, 1)
     check(bn.half(), torch.randn(1, 16, 8, 64).half())
     assert last_report().fallbacks == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_topk_is_rounds_of_max_on_the_card(dtype, k):
+    """torch's values; indices that hold them, the lowest position first among ties (torch promises no
+    order there), torch's own elsewhere; no fallback. The inputs are multiples of 1/64 below 4, exact in
+    DLFloat16."""
+    x = ((_x(2, 5, 40).float() * 64).round() / 64).to(dtype)
+    x[0, 1, 7] = x[0, 1, 30] = x[0, 1].max() + 1  # a tie for the top
+    x[1, 2, :] = 0.5  # a row of ties
+    with torch.no_grad():
+        got = torch.compile(lambda x: torch.topk(x.abs(), k), backend="spyre_emu", dynamic=False)(x)
+    want = torch.topk(x.float().abs(), k)
+    assert torch.equal(got.values.float(), want.values)
+    assert got.values.dtype == dtype
+    assert torch.equal(x.float().abs().gather(-1, got.indices), want.values)
+    assert got.indices[0, 1, 0] == 7
+    assert got.indices[1, 2].tolist() == list(range(k))
+    untied = torch.ones(2, 5, dtype=torch.bool)
+    untied[0, 1] = untied[1, 2] = False
+    assert torch.equal(got.indices[untied], want.indices[untied])
+    assert last_report().fallbacks == []
+
+
+@pytest.mark.parametrize(("shapes", "dim"), [([(1, 1, 64), (1, 4, 64)], 1), ([(2, 3, 2, 96), (2, 3, 5, 96)], 2),
+                                             ([(2, 64), (5, 64), (1, 64)], 0)])
+def test_a_cat_outside_the_stick_places_card_parts_by_matmuls(check, shapes, dim):
+    """A ViT's class token before its patches, a cache's keys before the new ones: the card's parts
+    (here every other one) by a 0/1 matmul each, the host's laid out on the host; no round trip."""
+    def fn(*parts):
+        return torch.cat([p.exp() if i % 2 else p for i, p in enumerate(parts)], dim) * 2
+    check(fn, *(_x(*s) for s in shapes))
+    rep = last_report()
+    assert (rep.fallbacks, rep.crossings) == ([], [])
+    assert [k["op"] for k in rep.kernels].count("batchmatmul") == len(shapes) // 2
+
+
+def test_a_cat_mostly_on_the_host_runs_there(check):
+    """A DynamicCache's past keys (an input) and one step's new keys: the cat is a host step."""
+    check(lambda past, new: torch.cat([past, new.exp()], 2) * 2, _x(1, 2, 9, 64), _x(1, 2, 1, 64))
+    rep = last_report()
+    assert "batchmatmul" not in [k["op"] for k in rep.kernels]
+    assert [c["direction"] for c in rep.crossings] == ["d2h", "h2d"]

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import aten_to_kernels, last_report, runtime, views, work_division  # noqa: E402
+from spyre_emu.frontend import aten_to_kernels, last_report, layout, runtime, views, work_division  # noqa: E402
 from spyre_emu.frontend.work_division import matmul_cost  # noqa: E402
 
 from spyre_emu.config import load_machine  # noqa: E402
@@ -140,8 +140,18 @@ def test_a_failure_while_translating_names_the_op_shapes_and_line(monkeypatch):
     def broken(b, *args, **kwargs):
         raise ValueError("bad\nstate")
     monkeypatch.setitem(aten_to_kernels.HANDLERS, torch.ops.aten.exp, broken)
-    with pytest.raises(Exception, match=r"aten.exp.default on operands of shape \[4, 64\] failed \(bad state\); "
-                                        r"it comes from .*test_passes.py"), torch.no_grad():
+    with pytest.raises(Exception, match=r"node exp: aten.exp.default on operands of shape \[4, 64\] failed "
+                                        r"\(bad state\); it comes from .*test_passes.py"), torch.no_grad():
+        torch.compile(lambda x: x.exp(), backend="spyre_emu", dynamic=False)(torch.randn(4, 64).half())
+
+
+@pytest.mark.parametrize("module", [layout, work_division])
+def test_a_failure_in_a_later_pass_names_the_node_op_shapes_and_line(monkeypatch, module):
+    def broken(*args, **kwargs):
+        raise KeyError("lost")
+    monkeypatch.setattr(module, "_kernel" if module is layout else "_divide", broken)
+    with pytest.raises(Exception, match=r"node exp: aten.exp.default on operands of shape \[4, 64\] failed "
+                                        r"\('lost'\); it comes from .*test_passes.py"), torch.no_grad():
         torch.compile(lambda x: x.exp(), backend="spyre_emu", dynamic=False)(torch.randn(4, 64).half())
 
 

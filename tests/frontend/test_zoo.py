@@ -16,8 +16,10 @@ from tests.frontend import zoo  # noqa: E402
 from tests.frontend.conftest import assert_matches  # noqa: E402
 
 pytestmark = pytest.mark.torch
-# no CPU fallback and no PCIe round trip: slices of fused projections are restickify kernels (view_ops.py)
-ON_THE_CARD = {"gpt2", "llama", "granite", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3", "phi3"}
+# no CPU fallback and no PCIe round trip: slices of fused projections are restickify kernels (view_ops.py),
+# a mixture of experts' top-k and experts dense kernels (topk.py, experts.py)
+ON_THE_CARD = {"gpt2", "llama", "granite", "granitemoe", "qwen2", "qwen3", "mistral", "mixtral", "gemma", "gemma2",
+               "gemma3", "phi3"}
 
 
 @pytest.mark.parametrize("name", list(zoo.MODELS))

@@ -8,8 +8,7 @@ inside a stick (an element offset the lanes would have to shift by) the window i
 way out, so the sliced dim becomes rows, and a permute view turns it back (the layout pass's
 transpose). A slice of what the host holds (weights, inputs, a CPU fallback's result) stays a
 host view. A cat of one value's (negated) slices along its last dim is a matmul by a constant
-matrix (rotate_half); along a dim outside the stick, the card's parts are placed by matmuls with 0/1
-matrices and the host's laid out on the host. An embedding of a table the card can hold by integer indices from the host
+matrix (rotate_half). An embedding of a table the card can hold by integer indices from the host
 (token ids, positions) is an ``embedding`` kernel: indirect loads, each reading the table row an
 int32 on the card names. Index with tensor indices stays on the host.
 """
@@ -22,7 +21,7 @@ from typing import Any
 import torch
 
 from .builder import Builder, UnsupportedError, device, host, out_shape, permuted, pt, view_of
-from .graph import Node, Value
+from .graph import Value
 from .layout import RESTICKIFY
 
 aten = torch.ops.aten
@@ -126,9 +125,8 @@ def embedding(b: Builder, weight: Value, indices: Value, *args: Any) -> Value:
 
 def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     """A cat with one non-empty part (a DynamicCache's first step: an empty cache and the first keys)
-    is that part. Along a dim outside the stick, the card's parts are placed by matmuls (``_placed``).
-    Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast (an identity
-    kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
+    is that part. Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast
+    (an identity kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
     the value times a constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data
     movement."""
     kept = [(p, fx) for p, fx in zip(parts, b.fx.args[0], strict=True) if math.prod(p.shape)]
@@ -137,10 +135,8 @@ def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     parts = [p for p, _ in kept]
     slices = [_signed_slice(fx) for _, fx in kept]
     rank = len(parts[0].shape)
-    if dim % rank != rank - 1:
-        return _placed(b, parts, dim % rank, out_shape(b))
-    if None in slices or len({s[0] for s in slices}) != 1:
-        raise UnsupportedError("a cat along the last dim other than of slices of one value")
+    if dim % rank != rank - 1 or None in slices or len({s[0] for s in slices}) != 1:
+        raise UnsupportedError("a cat other than of slices of one value's last dim")
     x = b.env[slices[0][0]]
     device(x)
     n, m = x.shape[-1], sum(end - start for _, start, end, _ in slices)
@@ -155,39 +151,6 @@ def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     rows = view_of(b, x, (math.prod(x.shape[:-1]), n))
     out = b.kernel("batchmatmul", [rows, b.value((n, m), x.dtype, const=matrix)], (rows.shape[0], m))
     return view_of(b, out, out_shape(b))
-
-
-def _placed(b: Builder, parts: list[Value], dim: int, shape: tuple[int, ...]) -> Value:
-    """A cat along a dim outside the stick: each part the card computed placed by a matmul with a 0/1
-    matrix (exact: one product a row), the others (weights, inputs) laid out on the host with zeros
-    where the card's parts go (input preparation), and the sum of them all. Only when the card holds
-    most of the data: a DynamicCache's past keys and one step's new ones are a cat on the host."""
-    card = sum(math.prod(p.shape) for p in parts if p in b.computed)
-    if len({p.dtype for p in parts}) != 1 or 2 * card < sum(math.prod(p.shape) for p in parts):
-        raise UnsupportedError("a cat of mixed dtypes, or of parts mostly on the host")
-    outer, total, inner = math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
-    lead = (outer,) if outer > 1 else ()
-    out, laid, at = None, [], 0
-    for p in parts:
-        n = p.shape[dim]
-        laid.append(torch.zeros(p.shape, dtype=p.dtype) if p in b.computed else p)
-        if p in b.computed:
-            device(p)
-            pt(p)
-            select = torch.zeros(total, n, dtype=p.dtype)
-            select[torch.arange(at, at + n), torch.arange(n)] = 1
-            select = b.value((*lead, total, n), p.dtype, const=select.expand(*lead, total, n).contiguous())
-            part = b.kernel("batchmatmul", [select, view_of(b, p, (*lead, n, inner))], (*lead, total, inner))
-            out = part if out is None else b.kernel("add", [out, part], part.shape)
-        at += n
-    host_parts = [v for v in laid if isinstance(v, Value)]
-    if host_parts:
-        rest = b.value(shape, parts[0].dtype)
-        b.nodes.append(Node("aten.cat.default", host_parts, [rest], b.fx, host="view",
-                            reason="the host parts of a cat, zeros where the card's go (input preparation)",
-                            attrs={"args": (laid, dim), "kwargs": {}}))
-        out = b.kernel("add", [out, view_of(b, rest, out.shape)], out.shape)
-    return view_of(b, out, shape)
 
 
 def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | None:

@@ -199,23 +199,3 @@ def test_topk_is_rounds_of_max_on_the_card(dtype, k):
     assert torch.equal(got.indices[untied], want.indices[untied])
     assert last_report().fallbacks == []
 
-
-@pytest.mark.parametrize(("shapes", "dim"), [([(1, 1, 64), (1, 4, 64)], 1), ([(2, 3, 2, 96), (2, 3, 5, 96)], 2),
-                                             ([(2, 64), (5, 64), (1, 64)], 0)])
-def test_a_cat_outside_the_stick_places_card_parts_by_matmuls(check, shapes, dim):
-    """A ViT's class token before its patches, a cache's keys before the new ones: the card's parts
-    (here every other one) by a 0/1 matmul each, the host's laid out on the host; no round trip."""
-    def fn(*parts):
-        return torch.cat([p.exp() if i % 2 else p for i, p in enumerate(parts)], dim) * 2
-    check(fn, *(_x(*s) for s in shapes))
-    rep = last_report()
-    assert (rep.fallbacks, rep.crossings) == ([], [])
-    assert [k["op"] for k in rep.kernels].count("batchmatmul") == len(shapes) // 2
-
-
-def test_a_cat_mostly_on_the_host_runs_there(check):
-    """A DynamicCache's past keys (an input) and one step's new keys: the cat is a host step."""
-    check(lambda past, new: torch.cat([past, new.exp()], 2) * 2, _x(1, 2, 9, 64), _x(1, 2, 1, 64))
-    rep = last_report()
-    assert "batchmatmul" not in [k["op"] for k in rep.kernels]
-    assert [c["direction"] for c in rep.crossings] == ["d2h", "h2d"]

@@ -13,8 +13,10 @@ a warm step (every program built by an earlier step, as in IBM's per-token figur
 IBM compared them: graphs built on both paths, off the data-transfer path, and off compute dispatch
 as well; once with the step's inputs as its graph receives them (the KV cache passed from the host,
 the step's keys and values returned), once with the KV cache held on the card (only the hidden
-state, RoPE tables and the final output cross). It also prints the ``graph_us`` at which the step
-would give IBM's ratio for both paths exactly (configs/host.toml takes decode's).
+state, RoPE tables and the final output cross). ``--data-path spyre-inference`` replaces the step's own
+copies with the ones IBM's serving stack of the time issued around the same launches (``ibm_copies``).
+It also prints the ``graph_us`` at which the step would give IBM's ratio for both paths exactly
+(configs/host.toml takes decode's). Every speed-up is read one way: the gain, before / after - 1.
 """
 
 from __future__ import annotations
@@ -40,6 +42,49 @@ from spyre_emu.host import Copy, Host, Launch, load_host, simulate_host  # noqa:
 
 IBM = {"decode": (1.136, 2.4), "prefill": (1.099, 1.7)}  # speed-ups: transfer path off; both paths off
 SHAPES = {"decode": (1, 1024), "prefill": (1024, 0)}  # IBM's batch 1, sequence 1024: tokens, cached keys
+HEAD, VOCAB = 128, 49155  # Granite-3.3-8B's head size and vocabulary
+
+
+def ibm_copies(phase: str) -> tuple[list[Copy], list[Copy]]:
+    """The copies a Granite-3.3-8B step made in torch-spyre's vLLM plugin, read from its first public
+    version (spyre-inference, commit e9630e9, 2026-05-07: its custom ops and attention backend), as
+    (once a step, once per layer).
+
+    Per step: the token ids in, the last token's logits out (positions stay on the host: RoPE runs there).
+    Per layer: the QKV projection's result out (the split runs on the host, RoPE with it); the attention's
+    queries (padded to 32 rows), keys and values (the KV cache is on the host: the whole context,
+    padded to 256) and its additive mask in, its result out; that result in again for the output
+    projection; the gate and up projection's result out and its two halves in (the SwiGLU's slicing runs
+    on the host). Sizes from Granite's shape at the phase's tokens (fp16; ids int64)."""
+    d, heads, ffn = GRANITE["dim"], GRANITE["kv_heads"], GRANITE["hidden"]
+    kv = heads * HEAD
+    tokens, cached = SHAPES[phase]
+    padded, keys = _up(tokens, 32), _up(tokens + cached, 256)
+    step = [Copy("h2d", 8 * tokens), Copy("d2h", 2 * VOCAB)]
+    layer = [Copy("d2h", 2 * tokens * (d + 2 * kv)),
+             Copy("h2d", 2 * padded * d), Copy("h2d", 2 * keys * kv), Copy("h2d", 2 * keys * kv),
+             Copy("h2d", 2 * heads * padded * keys), Copy("d2h", 2 * padded * d),
+             Copy("h2d", 2 * tokens * d),
+             Copy("d2h", 4 * tokens * ffn), Copy("h2d", 2 * tokens * ffn), Copy("h2d", 2 * tokens * ffn)]
+    return step, layer
+
+
+def _up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def with_ibm_copies(ops: list, phase: str, layers: int) -> list:
+    """``ops``' launches with IBM's stack's copies instead of the step's own: the per-step ones in before the
+    launches (the logits after them), each layer's after that layer's share of the launches."""
+    step, layer = ibm_copies(phase)
+    launches = [op for op in ops if isinstance(op, Launch)]
+    share = len(launches) // layers
+    out = [op for op in step if op.direction == "h2d"]
+    for i, launch in enumerate(launches):
+        out.append(launch)
+        if (i + 1) % share == 0 and (i + 1) // share <= layers:
+            out += layer
+    return out + [op for op in step if op.direction == "d2h"]
 
 
 def step_ops(phase: str, layers: int, cache_on_card: bool) -> list:
@@ -86,12 +131,17 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=40)
     ap.add_argument("--phase", choices=list(SHAPES), default="decode")
     ap.add_argument("--cache-on-card", action="store_true", help="the KV cache stays on the card (no copies)")
+    ap.add_argument("--data-path", choices=["graph", "spyre-inference"], default="graph",
+                    help="the step's own copies (graph), or those IBM's serving stack made (ibm_copies)")
     args = ap.parse_args()
     ops = step_ops(args.phase, args.layers, args.cache_on_card)
+    if args.data_path == "spyre-inference":
+        ops = with_ibm_copies(ops, args.phase, args.layers)
     host, machine = load_host(), load_machine()
     launches = [op for op in ops if isinstance(op, Launch)]
     copies = [op for op in ops if isinstance(op, Copy)]
-    print(f"{args.phase}, {args.layers} layers{', KV cache on the card' * args.cache_on_card}: {len(launches)} "
+    print(f"{args.phase}, {args.layers} layers{', KV cache on the card' * args.cache_on_card}, "
+          f"{args.data_path} copies: {len(launches)} "
           f"launches of {len({op.program for op in launches})} programs, {len(copies)} copies "
           f"({sum(op.nbytes for op in copies):,} B), {sum(op.card_us for op in launches):,.1f} µs on the card")
     modes = {"built on both paths": (False, False), "off the transfer path": (False, True),
@@ -99,9 +149,10 @@ def main() -> None:
     times = {name: step_us(ops, host, machine, *mode) for name, mode in modes.items()}
     base = times["built on both paths"]
     for name, us in times.items():
-        print(f"  graphs {name:<24} {us:14,.1f} µs per step  speed-up x{base / us:.3f}")
+        print(f"  graphs {name:<24} {us:14,.1f} µs per step  gain {base / us - 1:+.1%}")
     transfer, both = IBM[args.phase]
-    print(f"IBM, Granite-3.3-8B batch 1 seq 1024: x{transfer:.3f} off the transfer path, x{both:.1f} off both")
+    print(f"IBM, Granite-3.3-8B batch 1 seq 1024: gains {transfer - 1:+.1%} off the transfer path, "
+          f"{both - 1:+.1%} off both")
     print(f"  model: {versus(times, transfer, both)}")
     matching = matching_graph_us(ops, host, machine, both)
     print(f"graph_us {host.runtime.graph_us:.1f} in configs/host.toml; x{both:.1f} exactly at {matching:.1f}, "
@@ -111,12 +162,11 @@ def main() -> None:
 
 
 def versus(times: dict[str, float], transfer: float, both: float) -> str:
-    """The model's two speed-ups against IBM's: the transfer path's gain, and the ratio off both."""
+    """The model's two gains (before / after - 1) against IBM's, and how far each is from IBM's, as a share."""
     base = times["built on both paths"]
-    gain = base / times["off the transfer path"] - 1
-    return (f"off the transfer path x{gain + 1:.3f}, a gain of {gain:.1%} against {transfer - 1:.1%} "
-            f"({gain / (transfer - 1) - 1:+.1%}); off both x{base / times['off both (cached)']:.3f} "
-            f"({base / times['off both (cached)'] / both - 1:+.1%})")
+    gains = (base / times["off the transfer path"] - 1, base / times["off both (cached)"] - 1)
+    return "; ".join(f"off {what}: gain {g:+.1%} against {ibm - 1:+.1%} ({g / (ibm - 1) - 1:+.1%})"
+                     for what, g, ibm in zip(("the transfer path", "both"), gains, (transfer, both), strict=True))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,10 @@ class FrontendReport:
     a program also its launch; kernels overlap), span_cycles (first start to last end), end, share (of
     ``total_cycles``), pt_utilization and sfu_utilization (over the span), dram_bytes. ``fallbacks``:
     op, reason, source, flops, bytes, cpu_us (priced), measured_us (this machine's wall time, or None).
-    ``transfers``: the step's own copies (per-call inputs in, results out: direction, tensor, bytes, index),
-    priced by the host model (``drawer``), not in ``latency_us``."""
+    ``transfers``: the step's own copies (per-call inputs in, results out: direction, tensor, bytes, index);
+    ``copy_us``: their time over the card's PCIe link one after another, each as the host model prices a
+    copy (``Machine.pcie_us``; the drawer adds its switch). ``latency_us`` leaves them out (what the
+    card and the host CPU spend on the graph's work); ``step_us`` adds them."""
 
     total_cycles: int
     latency_us: float
@@ -53,6 +55,12 @@ class FrontendReport:
     program_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)  # their inputs (functional calls)
     drawer: dict[str, Any] | None = None   # with options["cards"]: the step on the drawer (drawer.py)
     transfers: list[dict[str, Any]] = field(default_factory=list)  # the step's own copies (transfers.py)
+    copy_us: float = 0.0           # their PCIe time, not in latency_us
+
+    @property
+    def step_us(self) -> float:
+        """The step with its own copies: ``latency_us + copy_us``."""
+        return round(self.latency_us + self.copy_us, 6)
 
     @property
     def fallback_count(self) -> int:
@@ -63,6 +71,8 @@ class FrontendReport:
                  f"{self.total_cycles} cycles on the card and PCIe + {self.cpu_us:.3f} us on the CPU; "
                  f"{len(self.kernels)} kernels, {self.fallback_count} CPU fallbacks, "
                  f"{len(self.crossings)} PCIe round trips",
+                 f"step: {self.step_us:.3f} us with its {len(self.transfers)} own copies in and out "
+                 f"({self.copy_us:.3f} us over PCIe, not in the latency above)",
                  "",
                  f"{'kernel':<24}{'op':<14}{'cores':>6}{'cycles':>12}{'share':>8}{'PT':>7}{'SFU':>7}{'DRAM B':>14}"]
         for k in self.kernels:
@@ -150,8 +160,9 @@ def moved_bytes(node: Node) -> int:
 
 
 def pcie_cycles(nbytes: int, machine: Machine) -> int:
-    """One host copy: the link's latency plus the bytes at its rate (PCIe stays out of the kernel programs)."""
-    return machine.pcie.latency_cycles + int(np.ceil(nbytes * machine.clock.ghz / machine.pcie.gbytes_per_s))
+    """One host copy in whole cycles, as the engine and the host model time it (``Machine.pcie_us``: the
+    link's latency, then the bytes with TLP overhead; PCIe stays out of the kernel programs)."""
+    return int(np.ceil(round(machine.pcie_us(nbytes) * machine.clock.ghz * 1000, 6)))
 
 
 def _kernel_rows(seg: Segment, log: EventLog, launch: int, shapes: dict[int, list[dict[str, Any]]]

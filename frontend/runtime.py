@@ -94,6 +94,7 @@ class CompiledGraph:
         rep.transfers = [{"direction": d, "tensor": name, "bytes": nbytes, "index": i, "source": source}
                          for d, name, nbytes, i, source in self.compiled.transfers
                          if (i if d == "h2d" else -1) not in held and argument(source) not in self.options.on_card]
+        rep.copy_us = round(sum(self.machine.pcie_us(t["bytes"]) for t in rep.transfers), 6)
         if self.options.cards is not None:
             split = {i for i, d in enumerate(self.plan.outputs) if d is not None}
             rep.drawer = drawer.figures(self.compiled, results, rep.transfers, split, self.plan.cards, self.machine,

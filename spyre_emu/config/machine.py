@@ -334,6 +334,13 @@ class Machine:
     def stop_of(self, name: str) -> int:
         return self.ring.stops.index(name)
 
+    def pcie_us(self, nbytes: int) -> float:
+        """One copy between the host and the card, as the engine's PCIe unit takes it: the link's latency,
+        then the bytes with TLP overhead at its rate. The host model adds the drawer's switch."""
+        p = self.pcie
+        wire = nbytes * (p.max_payload_bytes + p.tlp_overhead_bytes) / p.max_payload_bytes
+        return p.latency_cycles / (self.clock.ghz * 1000) + wire / (p.gbytes_per_s * 1000)
+
     def launch_us(self) -> float:
         """The firmware's dispatch of a kernel program, in µs: part of every program's simulated time."""
         return self.launch.dispatch_cycles / (self.clock.ghz * 1000)

@@ -16,6 +16,7 @@ from typing import Any
 from ..config import Machine
 from ..config.machine import DTYPE_BYTES
 from ..pipeline import Program
+from ..results.chrome import track_id
 from .config import Host
 from .runtime import Collective, Launch, Span, Timeline, simulate_ranks
 
@@ -56,15 +57,15 @@ def trace_events(t: Timeline, cards: int, details: dict[str, str] | None = None)
     process per card (compute, DMA in, DMA out); flows from each launch's build to its kernel and from
     each card's last kernel before a collective to it. ``details``: a program's cycle-level trace file,
     named in its kernels' args. Perfetto's importer names threads by tid alone, so every track's tid is
-    unique in the file (``pid * 100 + track``); a flow's ends sit strictly inside their slices, where
+    unique in the file (``track_id``); a flow's ends sit strictly inside their slices, where
     it binds them ("s" to the open slice, "f" with ``bp: e`` to the enclosing one)."""
     events = [_meta(HOST_PID, "process_name", "host (runtime model)"), _meta(DRAWER_PID, "process_name", "drawer")]
     events += [_meta(CARD_PID + c, "process_name", f"card {c}") for c in range(cards)]
-    tracks: dict[str, tuple[int, int]] = {"drawer": (DRAWER_PID, _tid(DRAWER_PID, 0))}
+    tracks: dict[str, tuple[int, int]] = {"drawer": (DRAWER_PID, track_id(DRAWER_PID, 0))}
     for r in range(cards):
-        tracks["host" if cards == 1 else f"host.rank{r}"] = (HOST_PID, _tid(HOST_PID, r))
+        tracks["host" if cards == 1 else f"host.rank{r}"] = (HOST_PID, track_id(HOST_PID, r))
         for k, unit in enumerate(("compute", "dma_h2d", "dma_d2h")):
-            tracks[f"card{r}.{unit}"] = (CARD_PID + r, _tid(CARD_PID + r, k))
+            tracks[f"card{r}.{unit}"] = (CARD_PID + r, track_id(CARD_PID + r, k))
     events += [_meta(pid, "thread_name", where, tid) for where, (pid, tid) in tracks.items()]
     builds = {(tracks[s.where], s.index): s for s in t.spans if s.where.startswith("host")}
     flows = 0
@@ -101,10 +102,6 @@ def _us(x: float) -> float:
 
 def _meta(pid: int, name: str, value: Any, tid: int = 0) -> dict[str, Any]:
     return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": {"name": value}}
-
-
-def _tid(pid: int, track: int) -> int:
-    return pid * 100 + track
 
 
 def _flow(i: int, cat: str, src: tuple[int, int], out_of: Span, dst: tuple[int, int], into: Span) -> list[dict]:

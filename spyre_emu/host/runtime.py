@@ -264,11 +264,9 @@ class _Model:
         self.timeline.spans.append(Span(i, what, where, start, self.env.now))
 
     def pcie_us(self, nbytes: int) -> float:
-        """One transfer between a card and the host: as the engine times its PCIe unit (the latency, then
-        the bytes with TLP overhead at the link's rate), plus the drawer's switch on the way."""
-        p, ghz = self.machine.pcie, self.machine.clock.ghz
-        wire = nbytes * (p.max_payload_bytes + p.tlp_overhead_bytes) / p.max_payload_bytes
-        return p.latency_cycles / ghz / 1000 + self.host.drawer.switch_latency_us + wire / (p.gbytes_per_s * 1000)
+        """One transfer between a card and the host: the card's link (``Machine.pcie_us``), plus the
+        drawer's switch on the way."""
+        return self.machine.pcie_us(nbytes) + self.host.drawer.switch_latency_us
 
 
 def _name(op: Launch | Copy) -> str:

@@ -26,9 +26,10 @@ from typing import Any
 
 from ..config import Machine
 from ..kernel_program.ops import OPS
-from .chrome import complete_event, metadata, microseconds
+from .chrome import complete_event, lanes, metadata, microseconds, track_id
 
 CARD_PID, HOST_PID = 0, 1
+LAUNCH_TID = track_id(HOST_PID, 0)  # the host's first track: the launch that waits for the program
 CORRELATION = 1  # the program is one launch: the analyzer fingerprints a launch's kernels together
 PHASES_TID = 100  # + stream: a kernel's DMA phases, on their own track (the analyzer re-times Cmpt Exec
                   # from TS3 and TS4, to the SoC clock's nanosecond, so it may not meet them exactly)
@@ -49,15 +50,9 @@ def device_properties(machine: Machine) -> list[dict[str, Any]]:
 
 
 def streams(kernels: list[dict[str, Any]]) -> list[int]:
-    """A stream (1, 2, ...) per kernel so that kernels of one stream never overlap: each takes the
-    lowest stream free at its start (kernels come sorted by start)."""
-    free_at: list[int] = []
-    out = []
-    for k in kernels:
-        s = next((s for s, t in enumerate(free_at) if t <= k["start_cycle"]), len(free_at))
-        free_at[s:s + 1] = [k["end_cycle"]]
-        out.append(s + 1)
-    return out
+    """A stream (1, 2, ...) per kernel so that kernels of one stream never overlap (kernels come sorted
+    by start)."""
+    return [lane + 1 for lane in lanes([(k["start_cycle"], k["end_cycle"]) for k in kernels])]
 
 
 def kernel_events(kernels: list[dict[str, Any]], machine: Machine, total_cycles: int) -> list[dict[str, Any]]:
@@ -65,8 +60,8 @@ def kernel_events(kernels: list[dict[str, Any]], machine: Machine, total_cycles:
     soc_per_core = SOC_GHZ / Fraction(repr(machine.clock.ghz))  # exact: 10/11 for 1.1 GHz
     us = microseconds(machine)
     assigned = streams(kernels)
-    events = [metadata(HOST_PID, "thread_name", "launch"),
-              complete_event(HOST_PID, 0, "aiuScheduleWait", "cuda_runtime", 0, total_cycles, us,
+    events = [metadata(HOST_PID, "thread_name", "launch", LAUNCH_TID),
+              complete_event(HOST_PID, LAUNCH_TID, "aiuScheduleWait", "cuda_runtime", 0, total_cycles, us,
                              {"correlation": CORRELATION})]
     for s in sorted(set(assigned)):
         events += [metadata(CARD_PID, "thread_name", f"stream {s}", s),

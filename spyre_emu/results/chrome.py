@@ -1,5 +1,5 @@
 """Chrome Trace Event primitives shared by the timeline and the trace analyzer's dialect: cycles to
-microseconds, complete events, metadata events."""
+microseconds, complete events, metadata events, lanes for spans that overlap, track ids."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from ..config import Machine
 
 DECIMALS = 4
+TRACKS_PER_PROCESS = 1000
 
 
 def microseconds(machine: Machine) -> Callable[[int], float]:
@@ -24,6 +25,25 @@ def complete_event(pid: int, tid: int, name: str, cat: str, start: int, end: int
     """An "X" event from ``start`` to ``end`` cycles whose end is exactly ``us(end)``."""
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": us(start),
             "dur": round(us(end) - us(start), DECIMALS), "args": args}
+
+
+def lanes(spans: list[tuple[int, int]]) -> list[int]:
+    """A lane (0, 1, ...) per (start, end) span, sorted by start, so that the spans of one lane never
+    overlap: each takes the lowest lane free at its start. Perfetto and the trace analyzer both want the
+    slices of one track to nest or follow each other; work that overlaps goes on tracks side by side."""
+    free_at: list[int] = []
+    out = []
+    for start, end in spans:
+        lane = next((k for k, t in enumerate(free_at) if t <= start), len(free_at))
+        free_at[lane:lane + 1] = [end]
+        out.append(lane)
+    return out
+
+
+def track_id(pid: int, track: int) -> int:
+    """A track's tid, unique in the file: Perfetto's importer applies a "thread_name" by tid alone, so a
+    tid reused in two processes names (and may merge) the other's thread."""
+    return pid * TRACKS_PER_PROCESS + track
 
 
 def metadata(pid: int, name: str, value: Any, tid: int = 0) -> dict[str, Any]:

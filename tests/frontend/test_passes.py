@@ -81,6 +81,9 @@ def test_unsupported_op_falls_back_with_a_warning_and_a_price(check):
     assert [f["op"] for f in rep.fallbacks] == ["aten.cumsum.default"] * 2
     assert "test_passes.py" in rep.fallbacks[0]["source"]
     assert {c["direction"] for c in rep.crossings} == {"d2h", "h2d"}
+    # each round trip of 512 B (4 x 64 fp16): 1,100 cycles of latency, then 512 + 24 B of TLP at
+    # 63 GB/s = 536 x 1.1 / 63 = 9.36 cycles, 10 whole
+    assert {(c["bytes"], c["cycles"]) for c in rep.crossings} == {(512, 1110)}
     assert rep.total_cycles > sum(k["cycles"] for k in rep.kernels)
     assert [f["flops"] for f in rep.fallbacks] == [4 * 64] * 2  # one per output element
     assert [f["bytes"] for f in rep.fallbacks] == [2 * 4 * 64 * 2] * 2  # fp16 in and out

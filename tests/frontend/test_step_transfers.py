@@ -10,7 +10,9 @@ torch = pytest.importorskip("torch")
 
 from spyre_emu.frontend import drawer_step, last_report  # noqa: E402
 
+from spyre_emu.host import load_host  # noqa: E402
 from tests.frontend import models  # noqa: E402
+from tests.host.hand import pcie_us  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -37,6 +39,29 @@ class _Scaled(torch.nn.Module):
 
     def forward(self, x, unused, *cache):
         return x * self.scale + cache[1], x
+
+
+def test_one_card_prices_its_copies_as_the_drawer_does():
+    """SwiGLU on one card: x (2,048 B) in and the result (2,048 B) out. The report's ``copy_us`` is both,
+    each the card's PCIe latency (1,100 cycles = 1 µs) then 2,048 B with 24 B of TLP per 512 B at 63 GB/s,
+    and ``step_us`` adds them to ``latency_us`` (which leaves them out). The drawer's step on the one card
+    pays the same two copies, each 0.105 µs more for its switch: x's under the first launch's patch
+    (20 µs), the result's after the last kernel, then the 5 µs completion notice."""
+    compiled = torch.compile(models.seeded(models.SwiGLU, 64, 256), backend="spyre_emu", dynamic=False,
+                             options={"functional": False, "cards": 1})
+    with torch.no_grad():
+        compiled(models.seeded_input(1, 16, 64))
+    rep = last_report()
+    copy = 1.0 + 2048 * 536 / 512 / 63_000
+    assert rep.copy_us == pytest.approx(2 * copy, abs=1e-6)
+    assert rep.step_us == pytest.approx(rep.latency_us + 2 * copy, abs=1e-6)
+    assert f"step: {rep.step_us:.3f} us with its 2 own copies" in rep.to_text()
+    rt = load_host().runtime
+    card = 0.0
+    for k, program in enumerate(rep.programs):  # launch k runs once patched and after launch k - 1
+        card = max(card, (k + 1) * rt.patch_us) + program["latency_us"]
+    assert pcie_us(2048) == pytest.approx(copy + 0.105)
+    assert rep.drawer["step_us"] == pytest.approx(card + pcie_us(2048) + rt.completion_us, abs=1e-3)
 
 
 def test_state_unread_inputs_and_host_outputs_do_not_cross():

@@ -30,7 +30,8 @@ def _collectives() -> list[str]:
 
 def test_a_llama_layer_on_two_cards_all_reduces_twice(check, tmp_path):
     """Q, K, V, gate and up column-parallel, O and down row-parallel: two all-reduces, no gather; the
-    KV heads split over the cards. The trace option adds the host model's timeline."""
+    KV heads split over the cards. The trace option adds the host model's timeline, and names each
+program's own cycle-level timeline: all of them keep Perfetto's rules."""
     layer = _model(models.LlamaLayer, 128, 4, 2, 256)
     cos, sin = models.rope(16, 32)
     check(layer, _x(1, 16, 128), cos, sin, options={"cards": 2, "trace": str(tmp_path / "t.json")})
@@ -45,6 +46,8 @@ def test_a_llama_layer_on_two_cards_all_reduces_twice(check, tmp_path):
     kernels = {e["args"]["trace"] for e in events if e["ph"] == "X" and "trace" in e["args"]}
     assert kernels
     assert all((tmp_path / name).is_file() for name in kernels)
+    for name in kernels:  # each program's cycle-level timeline keeps them too (its DMA units' lanes)
+        assert problems(json.loads((tmp_path / name).read_text())["traceEvents"]) == [], name
     assert_acelyzer_verifies(trace, tmp_path)
 
 

@@ -1,14 +1,19 @@
-"""The trace: the analyzer's dialect (kernel events, TS1..TS5, the enclosing host event), unit tracks,
-counters, exact timestamps."""
+"""The trace: the analyzer's dialect (kernel events, TS1..TS5, the enclosing host event), unit tracks
+and their lanes, counters, exact timestamps, Perfetto's rules on every example."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from spyre_emu.pipeline import run
 from spyre_emu.results import chrome_trace, ideal_cycles_files
+from spyre_emu.results.chrome import lanes
 from spyre_emu.unit_program import parse_unit_program
-from tests.results.runs import MACHINE, example
+from tests.conftest import program
+from tests.host.perfetto import problems
+from tests.results.runs import MACHINE, STEMS, example
 from tests.results.test_report import HAND
 
 
@@ -38,9 +43,12 @@ def test_kernel_events_in_the_analyzers_dialect():
 def test_unit_tracks_and_counters():
     events = _hand_trace()["traceEvents"]
     units = [e for e in events if e.get("cat") == "unit"]
+    # core 0's tracks (pid 100), its units in engine order, tids 100 x 1000 + track
     assert [(e["pid"], e["tid"], e["name"], e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in units] == [
-        (100, 5, "matmul", 0, 80), (100, 6, "relu", 0, 12), (100, 6, "exp", 80, 116),
-        (100, 7, "lx2fifo", 80, 84), (100, 10, "relu", 0, 89)]
+        (100, 100_000, "matmul", 0, 80), (100, 100_001, "relu", 0, 12), (100, 100_001, "exp", 80, 116),
+        (100, 100_002, "lx2fifo", 80, 84), (100, 100_003, "relu", 0, 89)]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert [names[t] for t in range(100_000, 100_004)] == ["pt0", "sfu0", "lx2fifo1", "sfu1"]
     pt = [e for e in events if e["ph"] == "C" and e["name"] == "PT busy"]
     # one array of the card's 64 is busy for the first 80 of 116 cycles (one-cycle bins), then none
     assert [(e["ts"], e["args"]["busy"]) for e in pt] == [(0.0, round(1 / 64, 4)), (0.0727, 0.0), (0.1055, 0.0)]
@@ -57,6 +65,34 @@ def test_every_track_ends_before_its_next_event_starts():
         spans.sort(key=lambda e: e["ts"])
         for a, b in zip(spans, spans[1:], strict=False):
             assert round(a["ts"] + a["dur"], 4) <= b["ts"], (a, b)
+
+
+def test_lanes_by_hand():
+    """Each span takes the lowest lane free at its start: [5, 8) overlaps [0, 10); [8, 12) starts as
+    [5, 8) ends; [10, 20) as [0, 10) does; [11, 13) overlaps both."""
+    assert lanes([(0, 10), (5, 8), (8, 12), (10, 20), (11, 13)]) == [0, 1, 1, 0, 2]
+
+
+def test_a_units_overlapping_instructions_go_on_lanes_that_perfetto_reads():
+    """Core 0's load unit issues its second load before the first ends: the second goes on a lane of its
+    own ("load #2", the next tid), so no track's slices overlap and no tid is used by two processes."""
+    two = program({0: {"load": [{"op": "load", "dram": "x", "lx": 0, "bytes": 4096},
+                                {"op": "load", "dram": "x", "lx": 8192, "bytes": 4096}]}}, {"x": {"bytes": 4096}})
+    result = run(parse_unit_program(two, MACHINE, "two.json"), MACHINE)
+    events = json.loads(chrome_trace(result.log, MACHINE, result.report.data))["traceEvents"]
+    (first, second) = [e for e in events if e.get("cat") == "unit"]
+    assert first["args"]["start_cycle"] < second["args"]["start_cycle"] < first["args"]["end_cycle"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert (names[first["tid"]], names[second["tid"]], second["tid"] - first["tid"]) == ("load", "load #2", 1)
+    assert problems(events) == []
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_every_example_keeps_perfettos_rules(stem):
+    """The card's timeline, as `spyre-emu run --trace` writes it: slices nest on every track (the DMA
+    units' overlapping descriptors on lanes), tids unique across processes (cores, host, ring, card)."""
+    result = example(stem)
+    assert problems(json.loads(chrome_trace(result.log, MACHINE, result.report.data))["traceEvents"]) == []
 
 
 def test_ideal_cycles_files():

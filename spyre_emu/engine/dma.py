@@ -133,7 +133,7 @@ def issue_nb(st, u, t):
     return ok
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def delivered_nb(st, u, i, sticks, done_at, t):
     """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
     the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
@@ -149,6 +149,8 @@ def delivered_nb(st, u, i, sticks, done_at, t):
         times[L.T_READY, i] = done_at
         if i == us[u, L.U_OLDEST]:
             ok = at_nb(st, done_at, L.EV_DONE, u)
+    if us[u, L.U_ISSUE_LEFT] == 0:  # all issued (issue_nb's own first test, without the call)
+        return ok
     return ok and issue_nb(st, u, t)
 
 
@@ -204,7 +206,7 @@ def _read_out_nb(st, u, i, c, sticks, data):
     return ok
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def stick_nb(st, stop, dst, u, role, x, t):
     """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller). A
     multicast copy is written by each destination's ring receive port as it passes, then goes on."""

@@ -101,7 +101,7 @@ def _unit_horizon_nb(us, cfg, u, now):
     return max(now, us[u, L.U_PIECE_AT])
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def travel_nb(st, stop, dst, u, role, x, t):
     """A stick at ``stop`` (not its destination) crosses links until it must wait for an event."""
     cfg, link, pending, us = st[L.ST_CFG], st[L.ST_LINK], st[L.ST_PENDING], st[L.ST_US]

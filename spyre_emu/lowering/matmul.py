@@ -66,9 +66,11 @@ class Operands:
         """Per column group of ``groups``, the runs of B's K rows ``k0 .. k0 + count``."""
         return self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
 
-    def c(self, group: int, m0: int, rows: int, j: int) -> Runs:
-        """C of the block's batch ``j``: one tile per batch, as a PT pass writes it."""
-        return self._runs(2, np.arange(m0, m0 + rows), np.array([group * 64]), self.batches[j:j + 1])[0]
+    def c(self, groups: range, m0: int, rows: int, j: int) -> Runs:
+        """C of the block's batch ``j``, column group after column group (each as a PT pass writes it):
+        one stick lookup for all the groups."""
+        per_group = self._runs(2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1])
+        return [run for runs in per_group for run in runs]
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
-        runs = [run for j in range(len(xs)) for g in range(tile.g[1]) for run in ops.c(tile.g[0] + g, *tile.m, j)]
+        runs = [run for j in range(len(xs)) for run in ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m, j)]
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)

@@ -43,10 +43,19 @@ def encode(values: np.ndarray) -> np.ndarray:
 
 
 def decode(codes: np.ndarray) -> np.ndarray:
-    """DLFloat16 codes (uint16) -> float32, exactly (NINF -> an infinity of its sign)."""
-    codes = np.asarray(codes, np.uint16).astype(np.uint32)
+    """DLFloat16 codes (uint16) -> float32, exactly (NINF -> an infinity of its sign): a lookup in
+    the table of all 65,536 codes, one numpy call where the bit arithmetic took ten (the functional
+    replay decodes every operand it reads)."""
+    return _DECODED[np.asarray(codes, np.uint16)]
+
+
+def _decode_bits(codes: np.ndarray) -> np.ndarray:
+    codes = codes.astype(np.uint32)
     mag = codes & 0x7FFF
     bits = ((codes & 0x8000) << 16) | (((mag >> 9) + _F32_BIAS - BIAS) << 23) | ((mag & 0x1FF) << 14)
     bits = np.where(mag == 0, codes << 16, bits)
     bits = np.where(mag == NINF, ((codes & 0x8000) << 16) | 0x7F800000, bits)
     return bits.astype(np.uint32).view(np.float32)
+
+
+_DECODED = _decode_bits(np.arange(1 << 16, dtype=np.uint32))

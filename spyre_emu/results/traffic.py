@@ -55,12 +55,14 @@ def trace_traffic(log: EventLog, machine: Machine) -> Traffic:
     read, write, lx = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     geometry = _Geometry(machine)
     shape = np.zeros(n, np.int64)  # per instruction, its transfer shape's index in geometry.shapes
+    dma = [i for i, ins in enumerate(log.instructions) if ins.op in READS_DRAM | WRITES_DRAM]
+    channels = dict(zip(dma, geometry.channel_sticks([log.instructions[i].args for i in dma]), strict=True))
     for i, ins in enumerate(log.instructions):
         nbytes = int(ins.args.get("bytes", 0))
         read[i] = nbytes if ins.op in READS_DRAM else 0
         write[i] = nbytes if ins.op in WRITES_DRAM else 0
         lx[i] = lx_bytes(ins, machine)
-        shape[i] = geometry.shape_of(ins)
+        shape[i] = geometry.shape_of(ins, channels.get(i, ()))
     # Each instruction's rows of (link, sticks), in instruction order, gathered from its shape's rows.
     sizes = np.array([len(links) for links in geometry.shapes], np.int64)
     table = np.array([row for links in geometry.shapes for row in links], np.int64).reshape(-1, 2)
@@ -74,17 +76,16 @@ def trace_traffic(log: EventLog, machine: Machine) -> Traffic:
 class _Geometry:
     """Ring stops of the units and of each DRAM channel; routes between stops.
 
-    Programs repeat transfer shapes, so each shape's links are worked out once: the channels a
-    DRAM range touches repeat every ``interleave * channels`` bytes (unhashed; hashed, the whole
-    address counts), so a transfer's links depend only on its direction, its unit's stop, its
-    address modulo that period, its size and pattern."""
+    Programs repeat transfer shapes, so each shape's links are worked out once: a DMA's links depend
+    only on its direction, its unit's stop, its multicast destinations and the sticks it moves on each
+    channel. Those counts come from one pass over every DMA's stick addresses (``channel_sticks``):
+    under a hashed channel map nearly every address is new, but the counts repeat."""
 
     def __init__(self, machine: Machine) -> None:
         d = machine.dram
         per_mc = d.channels // d.controllers
         self.channel_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)])
-        self.interleave, self.channels = d.interleave_bytes, d.channels
-        self.period = d.interleave_bytes * d.channels if d.channel_hash == "none" else d.size_bytes
+        self.channels = d.channels
         self.stops = len(machine.ring.stops)
         self.machine = machine
         self.shapes: list[tuple[tuple[int, int], ...]] = [()]  # per shape: (link, sticks) rows; 0 moves nothing
@@ -92,15 +93,31 @@ class _Geometry:
         self._stops = {core: machine.stop_of(f"core{core}") for core in range(machine.cores.count)}
         self._stops[HOST_CORE] = machine.stop_of(HOST_UNIT)
 
-    def shape_of(self, ins: Instruction) -> int:
-        """The index of the instruction's transfer shape in ``shapes`` (0: it puts nothing on the ring)."""
+    def channel_sticks(self, dmas: list[dict]) -> list[tuple[tuple[int, int], ...]]:
+        """Per DMA (its args), the (channel, sticks) it moves on each channel it touches."""
+        pieces = [dram_pieces(a) for a in dmas]
+        starts = np.array([addr for ps in pieces for addr, _ in ps], np.int64)
+        sticks = np.array([-(-nbytes // STICK_BYTES) for ps in pieces for _, nbytes in ps], np.int64)
+        owner = np.repeat(np.arange(len(dmas)), [len(ps) for ps in pieces])
+        first = np.cumsum(sticks) - sticks
+        within = np.arange(int(sticks.sum())) - np.repeat(first, sticks)
+        addrs = np.repeat(starts, sticks) + within * STICK_BYTES
+        per = np.bincount(np.repeat(owner, sticks) * self.channels + self.machine.dram.channel_of(addrs),
+                          minlength=len(dmas) * self.channels).reshape(len(dmas), self.channels)
+        dma, channel = np.nonzero(per)
+        out: list[list[tuple[int, int]]] = [[] for _ in dmas]
+        for d, c, k in zip(dma.tolist(), channel.tolist(), per[dma, channel].tolist(), strict=True):
+            out[d].append((c, k))
+        return [tuple(rows) for rows in out]
+
+    def shape_of(self, ins: Instruction, channels: tuple[tuple[int, int], ...] = ()) -> int:
+        """The index of the instruction's transfer shape in ``shapes`` (0: it puts nothing on the ring);
+        ``channels``: a DMA's sticks per channel (``channel_sticks``)."""
         if ins.op == "send":
             shape = ("send", self._stops[ins.core], self._stops[int(ins.args["to_core"])], int(ins.args["bytes"]))
         elif ins.op in READS_DRAM | WRITES_DRAM:
-            a = ins.args
-            shape = (ins.op in READS_DRAM, self._stops[ins.core], int(a["dram"]) % self.period, int(a["bytes"]),
-                     int(a.get("piece", a["bytes"])), int(a.get("stride", a.get("piece", a["bytes"]))),
-                     tuple(self._stops[c] for c in a.get("to", ())))
+            shape = (ins.op in READS_DRAM, self._stops[ins.core], channels,
+                     tuple(self._stops[c] for c in ins.args.get("to", ())))
         else:
             return 0
         index = self._index.get(shape)
@@ -109,26 +126,21 @@ class _Geometry:
             self.shapes.append(self._shape_links(*shape))
         return index
 
-    def _shape_links(self, kind: str | bool, unit: int, at: int, nbytes: int,
-                     *pattern: int | tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-        ends = [(unit, at, nbytes // STICK_BYTES)] if kind == "send" else self._dram_ends(kind, unit, at, nbytes,
-                                                                                           *pattern)
+    def _shape_links(self, kind: str | bool, unit: int, *rest: object) -> tuple[tuple[int, int], ...]:
+        ends = [(unit, rest[0], rest[1] // STICK_BYTES)] if kind == "send" else self._dram_ends(kind, unit, *rest)
         out: dict[int, int] = {}
         for src, dst, sticks in ends:
             for link in _route(self.stops, src, dst):
                 out[link] = out.get(link, 0) + sticks
         return tuple(out.items())
 
-    def _dram_ends(self, reads: bool, unit: int, at: int, nbytes: int, piece: int, stride: int,
+    def _dram_ends(self, reads: bool, unit: int, channels: tuple[tuple[int, int], ...],
                    to: tuple[int, ...]) -> list[tuple[int, int, int]]:
         """(from stop, to stop, sticks) for each channel the transfer touches; a multicast read goes from
         each channel's controller to the farthest destination each way."""
-        pieces = dram_pieces({"dram": at, "bytes": nbytes, "piece": piece, "stride": stride})
-        addrs = np.concatenate([np.arange(addr, addr + n, STICK_BYTES) for addr, n in pieces])
-        per_channel = np.bincount(self.machine.dram.channel_of(addrs), minlength=self.channels)
         ends = []
-        for channel in np.flatnonzero(per_channel):
-            mc, sticks = int(self.channel_stop[channel]), int(per_channel[channel])
+        for channel, sticks in channels:
+            mc = int(self.channel_stop[channel])
             if to:
                 ends += [(mc, far, sticks) for far in self.machine.ring.multicast_legs(mc, list(to))]
             else:

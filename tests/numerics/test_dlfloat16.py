@@ -89,3 +89,14 @@ def test_all_codes_decode_exactly_and_in_order():
     assert np.all(np.diff(values) > 0)  # monotonic: no code is a subnormal or a NaN
     np.testing.assert_array_equal(dlfloat16.encode(values), codes)
     np.testing.assert_array_equal(dlfloat16.decode(codes | 0x8000), -values)
+
+
+def test_lookup_tables_equal_the_bit_arithmetic():
+    """encode looks up the top 19 bits of a float32: the 13 below never change the code."""
+    rng = np.random.default_rng(3)
+    top = np.arange(1 << 19, dtype=np.uint32) << 13
+    for bits in (top, top | 0x1FFF, top | rng.integers(0, 1 << 13, top.size, dtype=np.uint32),
+                 rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint32)):
+        assert np.array_equal(dlfloat16.encode(bits.view(np.float32)), dlfloat16._encode_bits(bits))
+    codes = np.arange(1 << 16, dtype=np.uint32)
+    assert np.array_equal(dlfloat16.decode(codes).view(np.uint32), dlfloat16._decode_bits(codes).view(np.uint32))

@@ -29,7 +29,7 @@ from spyre_emu.results import chrome_trace
 from . import drawer, report
 from .collectives import combine
 from .compile import Compiled
-from .graph import DeviceTensor, Node, Value, failure
+from .graph import DeviceTensor, Node, Value, blame
 from .kernel_ops import run_reference
 from .options import Options
 from .program import Segment
@@ -168,10 +168,8 @@ class CompiledGraph:
 
     def _host_step(self, step: Node, env: dict[Value, torch.Tensor]) -> None:
         start = time.perf_counter()
-        try:
+        with blame(step):  # the op itself failed on the host: name it and its source
             _run_host(step, env)
-        except Exception as exc:  # the op itself failed on the host: name it and its source
-            raise failure(step.fx, [list(v.shape) for v in step.inputs], exc) from exc
         self._host_us[id(step)] = (time.perf_counter() - start) * 1e6
 
 

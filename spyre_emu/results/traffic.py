@@ -28,6 +28,7 @@ from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 
 READS_DRAM = {"load", "d2h"}
 WRITES_DRAM = {"store", "h2d"}
+CHUNK_STICKS = 1 << 20  # sticks whose addresses channel_sticks holds at once (8 MB per array)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,21 @@ class _Geometry:
         self._stops[HOST_CORE] = machine.stop_of(HOST_UNIT)
 
     def channel_sticks(self, dmas: list[dict]) -> list[tuple[tuple[int, int], ...]]:
-        """Per DMA (its args), the (channel, sticks) it moves on each channel it touches."""
+        """Per DMA (its args), the (channel, sticks) it moves on each channel it touches. Each stick's
+        address is materialised, so DMAs go in batches that close once they reach CHUNK_STICKS sticks:
+        memory stays bounded whatever the program moves."""
+        out: list[tuple[tuple[int, int], ...]] = []
+        batch: list[dict] = []
+        sticks = 0
+        for a in dmas:
+            batch.append(a)
+            sticks += -(-int(a["bytes"]) // STICK_BYTES)
+            if sticks >= CHUNK_STICKS:
+                out += self._channel_sticks(batch)
+                batch, sticks = [], 0
+        return out + (self._channel_sticks(batch) if batch else [])
+
+    def _channel_sticks(self, dmas: list[dict]) -> list[tuple[tuple[int, int], ...]]:
         pieces = [dram_pieces(a) for a in dmas]
         starts = np.array([addr for ps in pieces for addr, _ in ps], np.int64)
         sticks = np.array([-(-nbytes // STICK_BYTES) for ps in pieces for _, nbytes in ps], np.int64)

@@ -7,6 +7,7 @@ import pytest
 
 from spyre_emu.engine.log import UNIT_STATS
 from spyre_emu.pipeline import run
+from spyre_emu.results import traffic
 from spyre_emu.results.activity import rounded, spread
 from spyre_emu.results.traffic import trace_traffic
 from spyre_emu.unit_program import parse_unit_program
@@ -71,6 +72,14 @@ def test_rounded_is_python_round():
         for digits in (3, 4):
             assert rounded(values, digits) == [round(float(v), digits) for v in values]
     assert rounded(np.array([5e-5]), 4) == [1e-4]
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_traffic_in_batches_of_dmas_is_the_same(stem, monkeypatch):
+    """Sticks per channel counted a few DMAs at a time (bounded memory) give the engine's link counts."""
+    log = example(stem).log
+    monkeypatch.setattr(traffic, "CHUNK_STICKS", 3)
+    assert np.array_equal(trace_traffic(log, MACHINE).per_link(len(log.link_stats)), log.link_stats[:, 0])
 
 
 @pytest.mark.parametrize("stem", STEMS)

@@ -23,6 +23,8 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
+from .subgraphs import inline_subgraphs
+
 
 def trace_inference(gm: torch.fx.GraphModule, example_inputs: list[Any],
                     decompositions: dict[Any, Callable[..., Any]]) -> torch.fx.GraphModule | None:
@@ -38,6 +40,7 @@ def trace_inference(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
     with enable_python_dispatcher(), mode:
         traced = make_fx(run, decomposition_table=decompositions)(*fakes)
+    inline_subgraphs(traced)  # a repeated region, traced once, expanded for the passes (subgraphs.py)
     if any(_mutates(n) for n in traced.graph.nodes):
         return None
     traced.graph.eliminate_dead_code()
@@ -52,7 +55,8 @@ def _traceable(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bool:
         return False
     if not all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in example_inputs):
         return False
-    if any(_writes(n) for n in gm.graph.nodes if n.op in ("call_function", "call_method")):
+    nodes = [n for sub in gm.modules() if isinstance(sub, torch.fx.GraphModule) for n in sub.graph.nodes]
+    if any(_writes(n) for n in nodes if n.op in ("call_function", "call_method")):
         return False
     values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
     return all(isinstance(v, torch.Tensor) and not free_symbols(v) for v in values)

@@ -1,0 +1,80 @@
+"""A layer marked as a nested compile region: captured once by torch, simulated as the unwrapped model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from spyre_emu.frontend import last_report, trace  # noqa: E402
+
+from tests.frontend import models  # noqa: E402
+
+pytestmark = pytest.mark.torch
+DIM, HEADS, KV_HEADS, HIDDEN = 128, 4, 2, 256
+
+
+class _Region(models.LlamaLayer):
+    forward = torch.compiler.nested_compile_region(models.LlamaLayer.forward)
+
+
+class _Decoder(torch.nn.Module):
+    """Layers of one class, then a norm; each layer's keys and values unread (the region's outputs
+    nobody uses, which the expansion must drop as Dynamo drops them from the unwrapped graph)."""
+
+    def __init__(self, layer: type, count: int):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(layer(DIM, HEADS, KV_HEADS, HIDDEN) for _ in range(count))
+        self.norm = models.RMSNorm(DIM)
+
+    def forward(self, x, cos, sin, *cache):
+        for i, layer in enumerate(self.layers):
+            x, _, _ = layer(x, cos, sin, *cache[2 * i:2 * i + 2])
+        return self.norm(x)
+
+
+def _count_regions(monkeypatch) -> list[int]:
+    """The number of ``invoke_subgraph`` calls each ATen trace expanded."""
+    counts = []
+    real = trace.inline_subgraphs
+
+    def spy(gm):
+        counts.append(sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes))
+        return real(gm)
+    monkeypatch.setattr(trace, "inline_subgraphs", spy)
+    return counts
+
+
+def test_a_wrapped_layer_matches_eager(check, monkeypatch):
+    counts = _count_regions(monkeypatch)
+    model = models.seeded(_Decoder, _Region, 3)
+    cos, sin = models.rope(8, DIM // HEADS)
+    check(model, models.seeded_input(1, 8, DIM), cos, sin)
+    assert counts == [3]  # torch captured the layer as a region, called three times
+
+
+def _decode_report(layer: type, layers: int) -> dict:
+    """A decode step's report (KV cache of 64) of the model on meta tensors: timing only."""
+    torch._dynamo.reset()
+    with torch.device("meta"):
+        model = _Decoder(layer, layers).half().eval()
+        cos, sin = models.rope(1, DIM // HEADS, start=64, device="meta")
+        cache = [torch.empty(1, KV_HEADS, 64, DIM // HEADS).half() for _ in range(2 * layers)]
+        x = torch.empty(1, 1, DIM).half()
+    with torch.no_grad():
+        torch.compile(model, backend="spyre_emu", dynamic=False)(x, cos, sin, *cache)
+    return last_report()
+
+
+def test_a_wrapped_layer_simulates_as_the_unwrapped_model(monkeypatch):
+    counts = _count_regions(monkeypatch)
+    wrapped = _decode_report(_Region, 3)
+    assert counts == [3]
+    plain = _decode_report(models.LlamaLayer, 3)
+    assert counts == [3, 0]
+    assert wrapped.total_cycles == plain.total_cycles
+    assert [json.dumps(p, sort_keys=True) for p in wrapped.kernel_programs] == \
+        [json.dumps(p, sort_keys=True) for p in plain.kernel_programs]
+    assert [k["op"] for k in wrapped.kernels] == [k["op"] for k in plain.kernels]

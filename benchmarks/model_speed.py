@@ -64,8 +64,8 @@ def granite(layers: int, dims: dict[str, int], wrap: bool = False):
             self.attn = models.Attention(dims["dim"], dims["heads"], dims["kv_heads"])
             self.mlp = models.SwiGLU(dims["dim"], dims["hidden"])
 
-        def forward(self, x, rope, cache):
-            attn, k, v = self.attn(self.norm1(x), rope, cache)
+        def forward(self, x, cos, sin, *cache):  # tensors, not tuples: a region's fast reuse check (speed.md)
+            attn, k, v = self.attn(self.norm1(x), (cos, sin), cache or None)
             h = x + attn * RESIDUAL_MULTIPLIER
             return h + self.mlp(self.norm2(h)) * RESIDUAL_MULTIPLIER, k, v
 
@@ -81,7 +81,7 @@ def granite(layers: int, dims: dict[str, int], wrap: bool = False):
         def forward(self, x, cos, sin, *cache):
             kv = []
             for i, layer in enumerate(self.layers):
-                x, k, v = layer(x, (cos, sin), (cache[2 * i], cache[2 * i + 1]) if cache else None)
+                x, k, v = layer(x, cos, sin, *cache[2 * i:2 * i + 2])
                 kv += [k, v]
             return self.norm(x), *kv
 

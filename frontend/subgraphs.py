@@ -29,14 +29,14 @@ INVOKE_SUBGRAPH = torch.ops.higher_order.invoke_subgraph
 def inline_subgraphs(gm: torch.fx.GraphModule) -> bool:
     """Replace every ``invoke_subgraph`` call of ``gm`` by the subgraph's nodes; whether there was one."""
     calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is INVOKE_SUBGRAPH]
-    expanded: set[str] = set()
+    expanded: dict[str, dict[str, str]] = {}  # subgraph -> its constants' names in gm
     for call in calls:
         body, _, *operands = call.args
         sub = getattr(gm, body.target)
         if body.target not in expanded:  # a region nested in the region: expanded once, in the shared subgraph
             inline_subgraphs(sub)
-            expanded.add(body.target)
-        _expand(gm.graph, call, sub.graph, operands)
+            expanded[body.target] = _constants(gm, sub, body.target)
+        _expand(gm.graph, call, sub.graph, operands, expanded[body.target])
     for name in expanded:
         for user in [n for n in gm.graph.nodes if n.op == "get_attr" and n.target == name]:
             gm.graph.erase_node(user)
@@ -47,10 +47,30 @@ def inline_subgraphs(gm: torch.fx.GraphModule) -> bool:
     return bool(calls)
 
 
-def _expand(graph: torch.fx.Graph, call: torch.fx.Node, body: torch.fx.Graph, operands: list) -> None:
+def _constants(gm: torch.fx.GraphModule, sub: torch.fx.GraphModule, prefix: str) -> dict[str, str]:
+    """The tensors the subgraph holds (constants its trace made), set on ``gm`` under fresh names."""
+    names = {}
+    for node in sub.graph.nodes:
+        if node.op == "get_attr" and node.target not in names:
+            name = f"{prefix}_{node.target.replace('.', '_')}"
+            while hasattr(gm, name):
+                name += "_"
+            setattr(gm, name, operator.attrgetter(node.target)(sub))
+            names[node.target] = name
+    return names
+
+
+def _expand(graph: torch.fx.Graph, call: torch.fx.Node, body: torch.fx.Graph, operands: list,
+            constants: dict[str, str]) -> None:
+    """The call's copy of the body: each call reads its own node of each constant, as each layer of
+    the unwrapped model has its own."""
     places = [n for n in body.nodes if n.op == "placeholder"]
     values: dict[torch.fx.Node, object] = dict(zip(places, operands, strict=True))
     with graph.inserting_before(call):
+        for node in body.nodes:
+            if node.op == "get_attr":
+                values[node] = graph.get_attr(constants[node.target])
+                values[node].meta = dict(node.meta)
         outputs = graph.graph_copy(body, values)
     for user in list(call.users):
         if user.op != "call_function" or user.target is not operator.getitem:

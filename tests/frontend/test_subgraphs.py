@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import operator
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import last_report, trace  # noqa: E402
+from spyre_emu.frontend import last_report, subgraphs, trace  # noqa: E402
 
 from tests.frontend import models  # noqa: E402
 
 pytestmark = pytest.mark.torch
 DIM, HEADS, KV_HEADS, HIDDEN = 128, 4, 2, 256
+INVOKE = torch.ops.higher_order.invoke_subgraph
 
 
 class _Region(models.LlamaLayer):
@@ -78,3 +80,34 @@ def test_a_wrapped_layer_simulates_as_the_unwrapped_model(monkeypatch):
     assert [json.dumps(p, sort_keys=True) for p in wrapped.kernel_programs] == \
         [json.dumps(p, sort_keys=True) for p in plain.kernel_programs]
     assert [k["op"] for k in wrapped.kernels] == [k["op"] for k in plain.kernels]
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.tensor([2.0, -1.0, 0.5])  # a plain tensor attribute: a get_attr in the subgraph
+
+    def forward(self, x):
+        return (x * self.scale + 1.0,)
+
+
+def test_the_expansion_gives_each_call_the_region_and_its_constants():
+    body = torch.fx.symbolic_trace(_Scaled())
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    sub = graph.get_attr("region")
+    for _ in range(2):  # the region called twice, the second on the first's output
+        x = graph.call_function(operator.getitem, (graph.call_function(INVOKE, (sub, "region", x)), 0))
+    graph.output((x,))
+    root = torch.nn.Module()
+    root.region = body
+    gm = torch.fx.GraphModule(root, graph)
+    x = torch.randn(4, 3)
+    want = gm(x)
+    assert subgraphs.inline_subgraphs(gm)
+    ops = [n.op for n in gm.graph.nodes]
+    assert INVOKE not in [n.target for n in gm.graph.nodes]
+    assert ops.count("get_attr") == 2  # one constant node per call, as each unwrapped layer has its own
+    assert not hasattr(gm, "region")
+    torch.testing.assert_close(gm(x), want)
+    torch.testing.assert_close(want[0], (x * body.scale + 1.0) * body.scale + 1.0)

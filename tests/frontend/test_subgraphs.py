@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from spyre_emu.frontend import last_report, subgraphs, trace  # noqa: E402
+from spyre_emu.frontend import backend, last_report, subgraphs, trace  # noqa: E402
 
 from tests.frontend import models  # noqa: E402
 
@@ -111,3 +111,45 @@ def test_the_expansion_gives_each_call_the_region_and_its_constants():
     assert not hasattr(gm, "region")
     torch.testing.assert_close(gm(x), want)
     torch.testing.assert_close(want[0], (x * body.scale + 1.0) * body.scale + 1.0)
+
+
+class _Writes(torch.nn.Module):
+    """A layer that writes a tensor in place: its graph goes through aot_autograd, not the single trace."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(DIM, DIM, bias=False)
+
+    def forward(self, x):
+        y = self.lin(x)
+        y[:, 0] = 0.0
+        return torch.relu(y)
+
+
+class _WritesRegion(_Writes):
+    forward = torch.compiler.nested_compile_region(_Writes.forward)
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, layer: type):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(layer() for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_region_through_aot_autograd_matches_eager_and_the_unwrapped_cycles(check, monkeypatch):
+    counts = []
+    real = backend.inline_subgraphs
+    monkeypatch.setattr(backend, "inline_subgraphs", lambda gm: counts.append(
+        sum(n.target is INVOKE for n in gm.graph.nodes)) or real(gm))
+    x = models.seeded_input(16, DIM)
+    check(models.seeded(_Stack, _WritesRegion), x)
+    wrapped = last_report().total_cycles
+    torch._dynamo.reset()
+    check(models.seeded(_Stack, _Writes), x)
+    assert counts == [3, 0]  # aot_autograd's graph called the region three times, then none
+    assert last_report().total_cycles == wrapped

@@ -1,6 +1,6 @@
 """Print how long a whole Granite-3.3-8B forward pass takes to simulate, and where the time goes.
 
-Run: ``python benchmarks/model_speed.py [--layers 40] [--phase decode prefill small]
+Run: ``python benchmarks/model_speed.py [--layers 40] [--phase decode prefill small] [--wrap]
 [--reference REV | --baseline FILE] [--save FILE]``. A script, not a test: it prints figures and
 never asserts a time (docs/speed.md records the measurements).
 
@@ -13,7 +13,10 @@ decoder: the best of five warm calls, and the share of it spent simulating.
 
 The reference is either a git revision, checked out in a temporary worktree and run by the same
 children (so the same model, the other simulator), or a baseline file of earlier figures written
-by ``--save``. Set ``SPYRE_EMU_RESULT_CACHE=0`` to measure without the result cache.
+by ``--save``. Set ``SPYRE_EMU_RESULT_CACHE=0`` to measure without the result cache. ``--wrap``
+marks the decoder layer as a nested compile region (``torch.compiler.nested_compile_region``, so
+torch captures it once; frontend/subgraphs.py); its reference is then this tree with the layer
+unwrapped, unless ``--reference`` names a revision (run unwrapped).
 """
 
 from __future__ import annotations
@@ -51,8 +54,9 @@ STAGES = [  # (module, function): wall time spent inside, inclusive, where the m
 ]
 
 
-def granite(layers: int, dims: dict[str, int]):
-    """A Granite decoder stack (RMSNorm, GQA with RoPE, SwiGLU, scaled residuals) and the final norm."""
+def granite(layers: int, dims: dict[str, int], wrap: bool = False):
+    """A Granite decoder stack (RMSNorm, GQA with RoPE, SwiGLU, scaled residuals) and the final norm;
+    with ``wrap``, the layer a nested compile region."""
     class Layer(nn.Module):
         def __init__(self):
             super().__init__()
@@ -60,10 +64,13 @@ def granite(layers: int, dims: dict[str, int]):
             self.attn = models.Attention(dims["dim"], dims["heads"], dims["kv_heads"])
             self.mlp = models.SwiGLU(dims["dim"], dims["hidden"])
 
-        def forward(self, x, rope, cache):
-            attn, k, v = self.attn(self.norm1(x), rope, cache)
+        def forward(self, x, cos, sin, *cache):  # tensors, not tuples: a region's fast reuse check (speed.md)
+            attn, k, v = self.attn(self.norm1(x), (cos, sin), cache or None)
             h = x + attn * RESIDUAL_MULTIPLIER
             return h + self.mlp(self.norm2(h)) * RESIDUAL_MULTIPLIER, k, v
+
+    if wrap:
+        Layer.forward = torch.compiler.nested_compile_region(Layer.forward)
 
     class Model(nn.Module):
         def __init__(self):
@@ -74,7 +81,7 @@ def granite(layers: int, dims: dict[str, int]):
         def forward(self, x, cos, sin, *cache):
             kv = []
             for i, layer in enumerate(self.layers):
-                x, k, v = layer(x, (cos, sin), (cache[2 * i], cache[2 * i + 1]) if cache else None)
+                x, k, v = layer(x, cos, sin, *cache[2 * i:2 * i + 2])
                 kv += [k, v]
             return self.norm(x), *kv
 
@@ -89,7 +96,7 @@ def model_inputs(layers: int, dims: dict[str, int], tokens: int, cache: int, dev
     return (x, cos, sin, *(kv if cache else []))
 
 
-def child(phase: str, layers: int) -> dict:
+def child(phase: str, layers: int, wrap: bool) -> dict:
     """One measurement in this (fresh) process: the first compiled call, or warm calls of the toy."""
     last_report = importlib.import_module("spyre_emu.frontend").last_report  # from the checkout under test
     spent: dict[str, float] = {}
@@ -99,7 +106,7 @@ def child(phase: str, layers: int) -> dict:
     tokens, cache = (16, 0) if small else PHASES[phase]
     device = "cpu" if small else "meta"
     with torch.device(device):
-        model = granite(layers, dims).half().eval()
+        model = granite(layers, dims, wrap).half().eval()
     inputs = model_inputs(layers, dims, tokens, cache, device)
     compiled = torch.compile(model, backend="spyre_emu", dynamic=False)
     with torch.no_grad():
@@ -119,11 +126,11 @@ def child(phase: str, layers: int) -> dict:
             "stages_s": {k: round(v, 3) for k, v in best.items()}}
 
 
-def measure(root: Path, phase: str, layers: int) -> dict:
+def measure(root: Path, phase: str, layers: int, wrap: bool = False) -> dict:
     """Run ``child`` in a fresh interpreter against the simulator checked out at ``root``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, __file__, "--child", phase, "--layers", str(layers), "--root", str(root)],
-                         env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, "--child", phase, "--layers", str(layers), "--root", str(root),
+                          *(["--wrap"] if wrap else [])], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{phase} at {root} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,13 +174,15 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="a file of earlier figures (--save) to compare against")
     ap.add_argument("--repeat", type=int, default=1,
                     help="measure N times, this tree and the reference alternately; each run, then the fastest")
+    ap.add_argument("--wrap", action="store_true",
+                    help="mark the layer as a nested compile region; the reference runs it unwrapped")
     ap.add_argument("--save", type=Path, help="write this run's figures to FILE")
     ap.add_argument("--child", choices=[*PHASES, "small"], help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         use_checkout(args.root)
-        print(json.dumps(child(args.child, args.layers)))
+        print(json.dumps(child(args.child, args.layers, args.wrap)))
         return
     baseline = json.loads(args.baseline.read_text()) if args.baseline else {}
     warm_numba(ROOT)
@@ -187,11 +196,12 @@ def main() -> None:
             figures = {}
             for phase in args.phase:
                 layers = 2 if phase == "small" else args.layers
-                name = f"{phase} x{layers} layers"
-                runs = [(measure(ROOT, phase, layers), measure(ref_root, phase, layers) if args.reference else None)
+                name = f"{phase} x{layers} layers" + (" wrapped" if args.wrap else "")
+                other = ref_root if args.reference else ROOT if args.wrap else None
+                runs = [(measure(ROOT, phase, layers, args.wrap), other and measure(other, phase, layers))
                         for _ in range(args.repeat)]  # alternated, so both see the same load on average
                 figures[name] = min((new for new, _ in runs), key=lambda f: f["wall_s"])
-                ref = (min((r for _, r in runs), key=lambda f: f["wall_s"]) if args.reference
+                ref = (min((r for _, r in runs), key=lambda f: f["wall_s"]) if other
                        else baseline.get(name))
                 for new, other in runs if len(runs) > 1 else []:
                     show(f"{name} (one run)", new, other)

@@ -101,11 +101,14 @@ SDPA = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_do
 
 
 def rewrite_attention(gm: torch.fx.GraphModule) -> None:
-    """Dynamo's graph calls ``attention`` where the model calls scaled_dot_product_attention."""
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target in SDPA:
-            node.target = attention
-    gm.recompile()
+    """Dynamo's graph calls ``attention`` where the model calls scaled_dot_product_attention, in the
+    graph and in the subgraphs of its repeated regions (subgraphs.py)."""
+    for sub in gm.modules():
+        if isinstance(sub, torch.fx.GraphModule):
+            for node in sub.graph.nodes:
+                if node.op == "call_function" and node.target in SDPA:
+                    node.target = attention
+            sub.recompile()
 
 
 # silu: its decomposition computes fp16 in float32, and the card has a silu kernel; _safe_softmax: the

@@ -6,8 +6,14 @@ kernel: torch-spyre's examples/mean.py (one launch, timed per phase on the host)
 (wall time per call) and one Granite-3.3-8B block (device time). Each is compiled here through the
 front end (`torch.compile(backend="spyre_emu")`, timing-only on meta tensors) and the kernel
 programs it launches are written in launch order. spyre_emu/ never imports torch, so validate does
-not compile: it simulates these programs and runs the host model over them. Run this script again
-when the front end's lowering changes (a test checks that the files are what it writes).
+not compile: it simulates these programs and runs the host model over them.
+
+Why a torch-side generator rather than programs built by hand without torch (as make_calibration.py
+builds its single kernels): what these rows check is the front end's lowering of a whole call (its
+fusions, layouts, relayouts and work divisions); spelling that out again by hand would copy the front
+end and drift from it. The price is that the lists are frozen: run this script again when the front
+end's lowering changes (tests/frontend/test_frontend_calibration.py checks the mean's list; the SDPA's
+and the block's take a minute each to compile and are not checked there).
 """
 
 from __future__ import annotations

@@ -268,9 +268,9 @@ def _validate(args: argparse.Namespace) -> None:
     progress = lambda what: print(f"spyre-emu: validate: {what}", file=sys.stderr)  # noqa: E731
     rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress,
                              tuple(c.name for c in cases) + tuple(calls))
-    quiet = None if args.quiet else progress
-    whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(data / SINGLE), quiet)
-    points = run_calibration(machine, cases, quiet) if cases else []
+    shown = None if args.quiet else progress  # --quiet keeps the measurements' lines, as before
+    whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(data / SINGLE), shown)
+    points = run_calibration(machine, cases, shown) if cases else []
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")
     outputs = []

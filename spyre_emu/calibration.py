@@ -3,9 +3,9 @@
 ``matmul_split_sweep.csv``: one matmul per row (Granite-3.3-8B shapes, a forced work division),
 its device time. ``measurements.json``: single figures; those about the card (tuned prefill
 matmuls and their PT utilization, the production compiler's time for the same shapes, LX-to-LX
-ring moves) become cases, the host-side ones (a kernel launch, wall times with the host in them,
-a whole block through the compiler) are listed as not run, with the reason. Nothing here feeds
-the model: a case is a program and a measured figure.
+ring moves) become cases here; the whole calls (a kernel launch's host phases, a wall time with the
+host in it, a whole block) are returned as they are, for validate_host.py. Nothing here feeds the
+model: a case is a program and a measured figure.
 """
 
 from __future__ import annotations
@@ -25,12 +25,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
 RING_BYTES = {"ring_shift_128k": 131072, "ring_shift_256k": 262144, "ring_shift_512k": 524288}
 SCATTER_BYTES = {"ring_scatter_13mb": 13107200, "ring_scatter_6mb": 6553600}
-NOT_RUN = {
-    "launch_phases_mean": "host wall time of a kernel launch: the host runtime is not modelled yet",
-    "sdpa_encoder_b1": "wall time with the host in it: the host runtime is not modelled yet",
-    "block_granite_prefill": "a whole block through torch-spyre's compiler (its kernels and fusions are not "
-                             "public): run it through the frontend instead",
-}
+WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill")  # validate_host.py runs them
 
 
 @dataclass(frozen=True)
@@ -46,8 +41,8 @@ class Case:
     pt_util_pct: float | None = None  # measured PT utilization, where published
 
 
-def load_cases(folder: Path) -> tuple[list[Case], dict[str, str]]:
-    """Every runnable case of ``folder`` and, for the others, why they are not run."""
+def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
+    """Every single-program case of ``folder``, and the whole calls' entries of measurements.json by name."""
     cases = [_sweep_case(row) for row in _sweep_rows(folder / SWEEP)]
     singles = _read(folder / SINGLE)
     try:
@@ -55,12 +50,12 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, str]]:
     except (KeyError, TypeError) as exc:
         raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", str(folder / SINGLE)) from None
     for name, case in entries.items():
-        if name in NOT_RUN:
+        if name in WHOLE_CALLS:
             continue
         made = _single_case(name, case)
         if made:
             cases.append(made)
-    return cases, {name: why for name, why in NOT_RUN.items() if name in entries}
+    return cases, {name: entries[name] for name in WHOLE_CALLS if name in entries}
 
 
 def _read(path: Path) -> Any:

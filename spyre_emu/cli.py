@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from . import pool
-from .calibration import DEFAULT_DATA, load_cases
+from .calibration import DEFAULT_DATA, SINGLE, load_cases
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import ConfigError, SpyreEmuError
@@ -32,6 +32,7 @@ from .serving import command as serve_command
 from .unit_program.load import read_json
 from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_calibration, validate
 from .validate import render as render_validation
+from .validate_host import host_cases, render_host
 
 EXIT_USAGE = 2
 EXIT_SLOWER = 1  # compare, check: a row is slower than allowed
@@ -112,7 +113,8 @@ def _validate_parser(sub: argparse._SubParsersAction) -> None:
     val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config value")
     val.add_argument("--out", default="docs/validation.md", help="markdown to write (default: docs/validation.md)")
     val.add_argument("--only", action="append", default=[], metavar="NAME",
-                     help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}")
+                     help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}, "
+                     "a whole call of measurements.json, or the start of a calibration case's name")
     val.add_argument("--programs", default=str(PROGRAMS), metavar="DIR", help="the calibration programs")
     val.add_argument("--data", metavar="DIR", help="silicon measurements: matmul_split_sweep.csv, measurements.json "
                      "(default: ../shared/calibration beside the project, when it is there)")
@@ -259,18 +261,22 @@ def _sweep(args: argparse.Namespace) -> None:
 def _validate(args: argparse.Namespace) -> None:
     machine = load_machine(args.config, args.set)
     data = Path(args.data) if args.data else DEFAULT_DATA
-    cases, not_run = load_cases(data) if args.data or data.is_dir() else ([], {})
+    cases, calls = load_cases(data) if args.data or data.is_dir() else ([], {})
     if args.only:
         cases = [c for c in cases if any(c.name.startswith(n) for n in args.only)]
+        calls = {name: entry for name, entry in calls.items() if any(name.startswith(n) for n in args.only)}
     progress = lambda what: print(f"spyre-emu: validate: {what}", file=sys.stderr)  # noqa: E731
-    rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress, tuple(c.name for c in cases))
-    points = run_calibration(machine, cases, None if args.quiet else progress) if cases else []
+    rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress,
+                             tuple(c.name for c in cases) + tuple(calls))
+    shown = None if args.quiet else progress  # --quiet keeps the measurements' lines, as before
+    whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(data / SINGLE), shown)
+    points = run_calibration(machine, cases, shown) if cases else []
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
-    text = render_validation(rows, implied, config)
+    text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")
     outputs = []
     if points:
         plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
-        text += render_calibration(points, not_run, _shown(data), os.path.relpath(plot, Path(args.out).parent))
+        text += render_calibration(points, _shown(data), os.path.relpath(plot, Path(args.out).parent))
         outputs.append((plot, plot_calibration(points, plot)))
     write_all([(Path(args.out), text.encode()), *outputs])
     if not args.quiet:

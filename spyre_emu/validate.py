@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from . import accuracy
+from . import accuracy, memo
 from .accuracy import Point, fits
 from .calibration import Case
 from .config import Machine
@@ -187,7 +187,7 @@ def _figure(value: float, unit: str) -> str:
     return f"{value:,.{digits}f} {unit}" if unit != "×" else f"{value:.{digits}f}×"
 
 
-def _error(error: float) -> str:
+def signed_percent(error: float) -> str:
     return f"{100 * error:+.1f} %".replace("-", "−")
 
 
@@ -204,7 +204,7 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
         m = r.measurement
         why = m.why if abs(r.error) > MISS else "—"
         lines.append(f"| {m.workload} | {_figure(m.measured, m.unit)} | {_figure(r.simulated, m.unit)} | "
-                     f"{_error(r.error)} | {m.source} | {why} |")
+                     f"{signed_percent(r.error)} | {m.source} | {why} |")
     lines += ["", f"**Mean absolute error: {100 * mean_abs_error(rows):.1f} %** over {len(rows)} measurements "
               f"(target ≤ {100 * MISS:.0f} %)."]
     if implied:
@@ -230,18 +230,25 @@ def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str
 
 
 def _case_figures(job: tuple[dict, Machine]) -> tuple[float, float]:
-    """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here."""
+    """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here. The two figures
+    are kept in the result cache under the program's JSON, the machine and the code (memo.key), so a
+    second validate of the same code and config neither lowers nor simulates again, and stores no event log."""
     data, machine = job
-    report = run(parse(data, machine, "calibration"), machine, cache=False).report.data
-    return report["latency_us"], 100 * report["pt"]["mac_utilization"]
+    k = memo.key(b"calibration case", memo.digest(data), repr(machine).encode())
+    figures = memo.lookup(k)
+    if figures is None:
+        report = run(parse(data, machine, "calibration"), machine, cache=False).report.data
+        figures = report["latency_us"], 100 * report["pt"]["mac_utilization"]
+        memo.store(k, figures)
+    return figures
 
 
 def _label(case: Case) -> str:
     return "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")" if case.split and case.shape else case.name
 
 
-def render_calibration(points: list[Point], not_run: dict[str, str], folder: str, plot: str | None) -> str:
-    """The calibration section of docs/validation.md: per category, per shape, and what was not run."""
+def render_calibration(points: list[Point], folder: str, plot: str | None) -> str:
+    """The calibration section of docs/validation.md: per category, per shape, per case."""
     categories = fits(points)
     lines = ["", "## The calibration data", "",
              f"Every case of `{folder}` (the split sweep of Granite-3.3-8B matmuls and the single figures), "
@@ -267,8 +274,7 @@ def render_calibration(points: list[Point], not_run: dict[str, str], folder: str
                   f"{s.chosen.label}: {s.chosen.measured:,.1f} µs | {100 * s.regret:.1f} % |" for s in c.shapes]
     lines += ["", "| case | measured | simulated | error |", "|---|---|---|---|"]
     lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.measured:,.2f} | "
-              f"{p.simulated:,.2f} | {_error(p.error)} |" for p in points]
-    lines += ["", "Not run: " + "; ".join(f"`{k}` ({v})" for k, v in not_run.items()) + "." if not_run else ""]
+              f"{p.simulated:,.2f} | {signed_percent(p.error)} |" for p in points]
     if plot:
         lines += ["", f"![simulated against measured, one colour per category]({plot})"]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,12 @@ import os
 
 import pytest
 
+from spyre_emu import memo
+from spyre_emu import validate as validate_module
 from spyre_emu.accuracy import Point, shape_fit, spearman
+from spyre_emu.calibration import matmul_program
 from spyre_emu.cli import main
+from spyre_emu.config import load_machine
 from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, mean_abs_error, render
 from tests.conftest import SHARED
 
@@ -74,3 +78,20 @@ def test_rank_correlation_and_regret_by_hand():
     worse = [Point("c", "s", "a", 1.0, 5.0), Point("c", "s", "b", 1.5, 4.0)]
     assert shape_fit("s", worse).regret == 0.5  # it picks b, measured 1.5 against the best 1.0
     assert spearman([1, 1, 2], [3, 3, 4]) == 1.0  # ties share their mean rank
+
+
+def test_a_case_is_simulated_once_per_code_and_config(monkeypatch, tmp_path):
+    """A calibration case's two figures are kept under its program, the machine and the code: the second
+    validate reads them (from memory, then from disk) without lowering or simulating again."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")  # the tests run with it off (conftest.py)
+    monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
+    memo.clear_memory()
+    job = (matmul_program(1, 64, 128, 128, (1, 1, 1, 1)), load_machine())
+    first = validate_module._case_figures(job)
+    monkeypatch.setattr(validate_module, "parse", lambda *a: pytest.fail("lowered again"))
+    assert validate_module._case_figures(job) == first
+    memo.clear_memory()
+    assert validate_module._case_figures(job) == first
+    other = (job[0], load_machine(overrides=["clock.ghz=1.0"]))
+    with pytest.raises(pytest.fail.Exception, match="lowered again"):
+        validate_module._case_figures(other)  # another machine is another key

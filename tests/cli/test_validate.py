@@ -1,12 +1,13 @@
 """`spyre-emu validate` on a reduced set (the whole run takes minutes), and the table's arithmetic."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from spyre_emu.accuracy import Point, shape_fit, spearman
 from spyre_emu.cli import main
-from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, mean_abs_error, render
+from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render
 from tests.conftest import SHARED
 
 
@@ -74,3 +75,14 @@ def test_rank_correlation_and_regret_by_hand():
     worse = [Point("c", "s", "a", 1.0, 5.0), Point("c", "s", "b", 1.5, 4.0)]
     assert shape_fit("s", worse).regret == 0.5  # it picks b, measured 1.5 against the best 1.0
     assert spearman([1, 1, 2], [3, 3, 4]) == 1.0  # ties share their mean rank
+
+
+def test_tiled_softmax_stages_are_one_launch_and_eight_tiles():
+    """softmax_stages runs its 8 row tiles in one kernel: one launch, 8 times the card time of one tile's
+    program; (8030 + 8 * 1000) cycles at 1.1 GHz = 14.573 µs. Every stage row names its own program."""
+    report = SimpleNamespace(data={"launch_cycles": 8030, "card_cycles": 1000, "clock_ghz": 1.1})
+    assert round(_tiled([report]), 3) == 14.573
+    stages = [m for m in MEASUREMENTS if m.name.startswith("stages_")]
+    assert len(stages) == 8
+    assert all(m.value is _tiled for m in stages)
+    assert len({m.programs for m in stages}) == 8

@@ -1,4 +1,4 @@
-"""`spyre-emu validate`: the calibration programs against the silicon measurements of DESIGN.md §3.
+"""`spyre-emu validate`: the calibration programs against DESIGN.md §3 and torch-spyre's SFU-bound kernels.
 
 Each measurement names the kernel programs of examples/programs/calibration/ that reproduce it (written
 by examples/make_calibration.py) and how a figure comes out of their reports: a time, a ratio of two
@@ -88,6 +88,55 @@ PREFILL_WHY = ("with (32,1,1) each core owns 16 rows of C and needs all of B; B 
                "pair of rows to −30.5 % and −6.9 % but breaks the decode rankings (docs/decisions/fidelity.md): "
                "what prefill saves is not known")
 
+SWEEP = "torch-spyre cost-model sweep"
+STAGES_WHY = ("each pair of sigmoid stages added costs what silicon's does (the SFU's 16 cycles a stick on each of two "
+              "SFUs, [sfu.cost_cycles], is read off these increments); the base chain costs about two passes more "
+              "than silicon's: this program clones the input into LX with an SFU copy, and splats each row's max "
+              "and sum across the lanes with an SFU pass before sub and div, where silicon's LX load unit may "
+              "splat as it reads (docs/decisions/sfu.md)")
+POINTWISE_WHY = ("a standalone pointwise kernel on one or two cores takes 4.2-6.7 cycles a stick per core on "
+                 "silicon (neg, gelu, add on one core: 4.2, 5.3, 6.1; neg, gelu on two: 6.5, 6.7), faster than an "
+                 "LX-resident stage of a chain (7.8) or a row reduction (8.2), which set [sfu.cost_cycles]; what "
+                 "lets it go faster (both corelets' SFUs where a chain "
+                 "uses one, or SuperDSC's split of the work between the PE array and the SFU, peSfpSplit_) is not "
+                 "known, so the model charges every SFU pass the same")
+BALANCED_WHY = ("DRAM sets this time on 32 cores (an SFU pass hides under it at any cost up to ~80 cycles a "
+                "stick); the model streams equal reads and writes at ~134 GB/s where silicon gets ~105 (torch-spyre's "
+                "cost model: the bus turning between reads and writes), a DRAM rate left as it is "
+                "(docs/decisions/dram.md)")
+
+
+def _tiled(reports: list[Report]) -> float:
+    """softmax_stages: one launch, then the 8 row tiles one after another (one tile's program, 8 times)."""
+    data = reports[0].data
+    return (data["launch_cycles"] + 8 * data["card_cycles"]) / data["clock_ghz"] / 1000
+
+
+def _sfu_rows() -> tuple[Measurement, ...]:
+    """The SFU-bound kernels of torch-spyre's cost-model sweep (sweep_records.csv; the softmax_stages table
+    of its report, section 19): few cores, so the SFU rather than DRAM sets the time (docs/decisions/sfu.md)."""
+    stages = {(5, 1): 591, (7, 1): 829, (9, 1): 1056, (13, 1): 1522, (5, 2): 304, (7, 2): 428, (9, 2): 554,
+              (13, 2): 803}
+    rows = [Measurement(f"stages_{n}_{c}", f"softmax 2048×512 in 8 LX tiles, chain of {n} ({n - 5} sigmoid stages "
+                        f"added), {c} core{'s' * (c > 1)}", us, "µs", SWEEP + " (report §19)",
+                        (f"softmax_stages_{n}_{c}core",), _tiled, STAGES_WHY) for (n, c), us in stages.items()]
+    plain = [("rowmax_2048x8192_1core", "max along the row of 2048×8192, 1 core", 1988.1, ""),
+             ("rowmax_2048x8192_2core", "max along the row of 2048×8192, 2 cores", 1043.5, ""),
+             ("rowmax_2048x8192_4core", "max along the row of 2048×8192, 4 cores", 550.3, ""),
+             ("rowmean_4096x2048_1core", "mean along the row of 4096×2048, 1 core", 984.6, ""),
+             ("rowsum_4096x2048_1core", "sum along the row of 4096×2048, 1 core", 974.1, ""),
+             ("neg_8192x2048_1core", "neg of 8192×2048, 1 core", 990.3, POINTWISE_WHY),
+             ("neg_8192x2048_2core", "neg of 8192×2048, 2 cores", 771.2, POINTWISE_WHY),
+             ("gelu_2048x8192_1core", "gelu of 2048×8192, 1 core", 1261.5, POINTWISE_WHY),
+             ("gelu_2048x8192_2core", "gelu of 2048×8192, 2 cores", 795.9, POINTWISE_WHY),
+             ("add_2048x8192_1core", "add of two 2048×8192, 1 core", 1465.4, POINTWISE_WHY),
+             ("neg_2048x4096_32cores", "neg of 2048×4096, 32 cores", 320.9, BALANCED_WHY),
+             ("gelu_2048x4096_32cores", "gelu of 2048×4096, 32 cores", 321.1, BALANCED_WHY),
+             ("exp_2048x4096_32cores", "exp of 2048×4096, 32 cores", 319.7, BALANCED_WHY)]
+    return tuple(rows) + tuple(Measurement(stem, work, us, "µs", SWEEP, (stem,), _us, why)
+                               for stem, work, us, why in plain)
+
+
 MEASUREMENTS = (
     Measurement("decode_1", "decode matmul [1,1,4096]×[4096,25600], 25 cores", 1.762, "ms", "torch-spyre issue 4032",
                 ("decode_1x4096x25600_25cores",), _ms, DECODE_WHY),
@@ -99,18 +148,18 @@ MEASUREMENTS = (
                 "µs", "torch-spyre scratchpad planning doc", ("softmax_dim0_512x1024_dram_1core",), _us,
                 "the doc's program is this one (one core; max, sub, exp, sum, div, every intermediate in DRAM: "
                 "eight passes of 1 MB, its 8MN + 4N counting elements), and 8 MB take 41 µs even at the 204.8 GB/s "
-                "peak. Silicon's stages do not follow the bytes either: pinning the two 2 KB reductions in LX saved "
-                "4.85 µs, dropping 5 MB more saved 3.7 µs. The figure is not this program's DRAM time, and the doc "
-                "does not say how it was timed; no mechanism reaches it"),
+                "peak. Its five SFU passes over 8,192 sticks alone take 298 µs at the ~8 cycles a stick per core "
+                "that torch-spyre's softmax_stages sweep and one-core row reductions show for every op (rows "
+                "below, docs/decisions/sfu.md). The figure is not this program on one core, and the doc does not "
+                "say how it was timed; no mechanism reaches it"),
     Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, "
                 "input cloned to LX", 23.67, "µs", "torch-spyre scratchpad planning doc",
                 ("softmax_dim0_512x1024_lx_1core",), _us,
-                "five SFU passes (max, sub, exp, sum, div) over 8192 sticks on two SFUs take 20,480 cycles "
-                "(18.6 µs) even at one cycle per stick for every op; with the 7.3 µs launch that is 25.9 µs before "
-                "any DRAM time, above the measurement. At the assumed ×4 for exp and div ([sfu.cost_cycles]) the "
-                "SFU alone is 36,864 cycles. The one public figure on LX-resident SFU work (torch-spyre's cost-model "
-                "notes: a chain of 1 to 16 gelus in LX costs about 0.44 µs per op, ±5 µs noise) cannot tell ×1 "
-                "from ×4, so the assumed value stays"),
+                "six SFU passes (the clone, max, sub, exp, sum, div) over 8,192 sticks take 393K cycles (357 µs) "
+                "at the ~8 cycles a stick per core that torch-spyre's softmax_stages sweep and one-core row "
+                "reductions show for every op, transcendental or not (rows below, docs/decisions/sfu.md); 23.67 µs "
+                "leaves 3.2 cycles a stick for all six passes together. The doc does not say how it was timed; "
+                "the model follows the sweep"),
     Measurement("prefill_4096", "matmul [1,512,4096]×[4096,4096]: (32,1,1) time / (8,4,1) time", 2.59, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x4096_split32x1", "prefill_512x4096x4096_split8x4"),
                 _ratio, PREFILL_WHY),
@@ -121,7 +170,7 @@ MEASUREMENTS = (
                 "torch-spyre fitted cost model", ("matmul_512x2048x512_1core",), _macs_per_ns,
                 "the model's peak is 1024 MAC/cycle × 1.1 GHz = 1126 MAC/ns per core, and each pass adds 16 cycles "
                 "of fill and drain (assumed) to its k"),
-)
+) + _sfu_rows()
 
 IMPLIED = (
     Measurement("lx_speedup", "softmax: LX planning speed-up (1 − planned / unplanned)", 100 * (1 - 23.67 / 32.51),
@@ -196,7 +245,8 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
     lines = ["# Validation against silicon", "",
              f"Generated by `spyre-emu validate` ({config}); do not edit by hand. Each row runs the kernel "
              "programs in `examples/programs/calibration/` (written by `examples/make_calibration.py`) and "
-             "compares the simulated figure with the measurement of DESIGN.md §3. No parameter is set per "
+             "compares the simulated figure with a silicon measurement (DESIGN.md §3; torch-spyre's cost-model "
+             "sweep, docs/decisions/sfu.md). No parameter is set per "
              f"workload. A row that misses by more than {100 * MISS:.0f} % says which mechanism the model "
              "lacks (the analysis lives in `spyre_emu/validate.py`).", "",
              "| workload | measured | simulated | error | source | why it misses |", "|---|---|---|---|---|---|"]

@@ -3,6 +3,7 @@ microseconds, complete events, metadata events, lanes for spans that overlap, tr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,14 +18,24 @@ def microseconds(machine: Machine) -> Callable[[int], float]:
     when it checks that the events of a track do not overlap, so a start must round as the previous
     end did. Cycles (0.9 ns at 1.1 GHz) stay distinct; exact cycles go in ``args``."""
     scale = 1.0 / (machine.clock.ghz * 1000.0)
-    return lambda cycles: round(cycles * scale, DECIMALS)
+    return lambda cycles: truncates_right(round(cycles * scale, DECIMALS))
+
+
+def truncates_right(us: float) -> float:
+    """``us`` or the next floats above it, until Perfetto, which reads µs times as whole ns truncated,
+    reads the ns it means: 8.04 is stored just below and would read 8039 ns, overlapping an event that
+    ends at 8040 (0.12 from 7.92). Rounding to DECIMALS still gives ``us``."""
+    whole_ns = round(us * 10 ** DECIMALS) // 10 ** (DECIMALS - 3)
+    while int(us * 1000) < whole_ns:
+        us = math.nextafter(us, math.inf)
+    return us
 
 
 def complete_event(pid: int, tid: int, name: str, cat: str, start: int, end: int, us: Callable[[int], float],
                    args: dict[str, Any]) -> dict[str, Any]:
     """An "X" event from ``start`` to ``end`` cycles whose end is exactly ``us(end)``."""
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": us(start),
-            "dur": round(us(end) - us(start), DECIMALS), "args": args}
+            "dur": truncates_right(round(us(end) - us(start), DECIMALS)), "args": args}
 
 
 def lanes(spans: list[tuple[int, int]]) -> list[int]:

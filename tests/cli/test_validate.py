@@ -1,6 +1,7 @@
 """`spyre-emu validate` on a reduced set (the whole run takes minutes), and the table's arithmetic."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,7 +11,7 @@ from spyre_emu.accuracy import Point, shape_fit, spearman
 from spyre_emu.calibration import matmul_program
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
-from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, mean_abs_error, render
+from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render
 from tests.conftest import SHARED
 
 
@@ -95,3 +96,14 @@ def test_a_case_is_simulated_once_per_code_and_config(monkeypatch, tmp_path):
     other = (job[0], load_machine(overrides=["clock.ghz=1.0"]))
     with pytest.raises(pytest.fail.Exception, match="lowered again"):
         validate_module._case_figures(other)  # another machine is another key
+
+
+def test_tiled_softmax_stages_are_one_launch_and_eight_tiles():
+    """softmax_stages runs its 8 row tiles in one kernel: one launch, 8 times the card time of one tile's
+    program; (8030 + 8 * 1000) cycles at 1.1 GHz = 14.573 µs. Every stage row names its own program."""
+    report = SimpleNamespace(data={"launch_cycles": 8030, "card_cycles": 1000, "clock_ghz": 1.1})
+    assert round(_tiled([report]), 3) == 14.573
+    stages = [m for m in MEASUREMENTS if m.name.startswith("stages_")]
+    assert len(stages) == 8
+    assert all(m.value is _tiled for m in stages)
+    assert len({m.programs for m in stages}) == 8

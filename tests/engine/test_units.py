@@ -43,6 +43,17 @@ def test_sfu_op(tiny, run_units, op, cycles):
     assert run_units(tiny, {0: {"sfu0": [ins]}}).total_cycles == cycles
 
 
+@pytest.mark.parametrize("op", ["add", "exp", "sigmoid", "reduce_sum", "lanes_max"])
+def test_sfu_pass_on_the_shipped_config_costs_16_a_stick_whatever_the_class(spyre, run_units, op):
+    """configs/spyre.toml (docs/decisions/sfu.md): latency 4, then 16 cycles per stick on one SFU for
+    every class, transcendental or not: 5 sticks, 4 + 5 * 16 = 84 cycles; two SFUs of a core run side
+    by side, so a core passes a stick every 8 cycles."""
+    ins = {"op": op, "a": 0, "out": 4096, "sticks": 5, **({"b": 8192} if op == "add" else {})}
+    assert run_units(spyre, {0: {"sfu0": [ins]}}).total_cycles == 4 + 5 * 16
+    both = {0: {"sfu0": [ins], "sfu1": [{**ins, "out": 16384}]}}
+    assert run_units(spyre, both).total_cycles == 4 + 5 * 16
+
+
 @pytest.mark.parametrize(("ins", "cycles"), [
     ({"op": "add", "b": 8192, "dtype": "fp32"}, 4 + 5 * 1),       # fp32: 32 elements a stick, same stick cost
     ({"op": "rsqrt", "dtype": "fp32"}, 4 + 5 * 4),

@@ -20,7 +20,7 @@ from tests.results.runs import MACHINE, STEMS, example
 HAND = program({0: {
     "pt0": [{"op": "matmul", "a": 0, "b": 8192, "c": 16384, "rows": 8, "k": 64, "signal": ["t1", "t2"],
              "kernel": "mm"}],
-    "sfu0": [{"op": "relu", "a": 32768, "out": 36864, "sticks": 8, "kernel": "act"},
+    "sfu0": [{"op": "relu", "a": 32768, "out": 36864, "sticks": 4, "kernel": "act"},
              {"op": "exp", "a": 32768, "out": 36864, "sticks": 8, "wait": ["t1"], "kernel": "act"}],
     "lx2fifo1": [{"op": "lx2fifo", "lx": 40960, "bytes": 512, "wait": ["t2"], "kernel": "stream"}],
     "sfu1": [{"op": "relu", "a": "fifo", "out": 45056, "sticks": 4, "kernel": "stream"}],
@@ -37,24 +37,25 @@ def _unit(kernel: dict, name: str) -> tuple:
 
 
 def test_hand_timed_kernels():
-    mm, stream, act = _hand()["kernels"]  # by start, then end: 0..80, 0..89, 0..116
+    mm, stream, act = _hand()["kernels"]  # by start, then end: 0..80, 0..149, 0..212
     # The pass: fill 8 + max(8 x 64 x 64 MACs / 512 per cycle, 64 B sticks) + drain 8 = 80 cycles.
     assert (mm["name"], mm["start_cycle"], mm["end_cycle"], mm["macs"]) == ("mm", 0, 80, 32768)
     assert _unit(mm, "core0.pt0") == (80, {"token": 0, "data": 0, "room": 0}, 0)
     # Ideal: 64 cycles of one array's work over the core's two arrays = 32; PT utilization 32 / 80.
     assert mm["ideal_cycles_by"] == {"pt": 32, "sfu": 0, "dram": 0}
     assert mm["pt_utilization"] == 0.4
-    # relu: latency 4 + 8 sticks x 1 = 12 cycles; exp waits for the pass (12..80), then 4 + 8 x 4 = 36.
-    assert (act["name"], act["end_cycle"]) == ("act", 116)
-    assert _unit(act, "core0.sfu0") == (12 + 36, {"token": 80 - 12, "data": 0, "room": 0}, 0)
-    assert act["ideal_cycles_by"]["sfu"] == (8 * 1 + 8 * 4) // 2  # stick-cycles over the core's two SFUs
+    # relu: latency 4 + 4 sticks x 16 = 68 cycles; exp waits for the pass (68..80), then 4 + 8 x 16 = 132.
+    assert (act["name"], act["end_cycle"]) == ("act", 212)
+    assert _unit(act, "core0.sfu0") == (68 + 132, {"token": 80 - 68, "data": 0, "room": 0}, 0)
+    assert act["ideal_cycles_by"]["sfu"] == (4 * 16 + 8 * 16) // 2  # stick-cycles over the core's two SFUs
     # lx2fifo1 waits for the pass (0..80), pushes at 80..83, visible a cycle later, ends at 84.
-    # sfu1 waits for data from 0 to 81, steps at 81..84, ends 1 + 4 cycles after its last step: 89.
-    assert (stream["name"], stream["end_cycle"], stream["exec_start_cycle"]) == ("stream", 89, 0)
-    assert _unit(stream, "core0.lx2fifo1") == (4, {"token": 80, "data": 0, "room": 0}, 89 - 84)
-    assert _unit(stream, "core0.sfu1") == (89 - 81, {"token": 0, "data": 81, "room": 0}, 0)
-    assert stream["units"]["sfu"] == {"units_used": 1, "busy_cycles": 8, "stall_cycles": {"token": 0, "data": 81,
-                                                                                          "room": 0}, "idle_cycles": 0}
+    # sfu1 waits for data from 0 to 81, steps at 81, 97, 113, 129 (one a stick's 16 cycles), ends 16 + 4
+    # cycles after its last step: 149.
+    assert (stream["name"], stream["end_cycle"], stream["exec_start_cycle"]) == ("stream", 149, 0)
+    assert _unit(stream, "core0.lx2fifo1") == (4, {"token": 80, "data": 0, "room": 0}, 149 - 84)
+    assert _unit(stream, "core0.sfu1") == (149 - 81, {"token": 0, "data": 81, "room": 0}, 0)
+    assert stream["units"]["sfu"] == {"units_used": 1, "busy_cycles": 68, "stall_cycles": {"token": 0, "data": 81,
+                                                                                           "room": 0}, "idle_cycles": 0}
 
 
 def test_spread_is_exact_on_bins():

@@ -48,6 +48,7 @@ RESIDUAL_MULTIPLIER, ATTENTION_MULTIPLIER = 0.22, 0.0078125
 PHASES = {"decode": (1, 2048), "prefill": (512, 0)}  # tokens, KV cache length
 STAGES = [  # (module, function): wall time spent inside, inclusive, where the module has it
     ("spyre_emu.frontend.backend", "compile_graph"), ("spyre_emu.frontend.compile", "lower"),
+    ("spyre_emu.pipeline", "lower"),  # the front end lowers through pipeline.lowered (a miss only)
     ("spyre_emu.lowering", "parse_unit_program"), ("spyre_emu.frontend.runtime", "run"),
     ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "run_nb"), ("spyre_emu.engine", "make_log"),
     ("spyre_emu.pipeline", "build_report"),

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from spyre_emu import pipeline
 from spyre_emu.config import Machine
 from spyre_emu.errors import ProgramError, SpyreEmuError
 from spyre_emu.kernel_program import parse_kernel_program
 from spyre_emu.kernel_program.ops import OPS
-from spyre_emu.lowering import lower
 from spyre_emu.pipeline import Program
 
 from .aten_to_kernels import build_graph
@@ -101,8 +101,7 @@ def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Progr
     text = json.dumps(seg.data, sort_keys=True)
     if text not in lowered:
         try:
-            kernels = parse_kernel_program(seg.data, "<torch.compile>")
-            lowered[text] = Program(lower(kernels, machine), kernels.tensors)
+            lowered[text] = pipeline.lowered(parse_kernel_program(seg.data, "<torch.compile>"), machine)
         except ProgramError as exc:
             found = re.match(r"kernels\[(\d+)\]", exc.path or "")
             if found is None:

@@ -15,7 +15,7 @@ from .engine.functional import replay
 from .errors import ProgramError
 from .host_data import buffer_inputs, buffer_outputs, tensor_inputs, tensor_outputs
 from .kernel_program import FORMAT as KERNEL_FORMAT
-from .kernel_program import Tensor, parse_kernel_program
+from .kernel_program import KernelProgram, Tensor, parse_kernel_program
 from .lowering import lower
 from .pool import parallel_map
 from .results import Report, build_report
@@ -26,12 +26,13 @@ from .unit_program.load import parse_unit_program, read_json
 
 @dataclass(frozen=True)
 class Program:
-    """What runs: the unit program, and for a kernel program the tensors it was lowered from and
-    each kernel's op (for the report)."""
+    """What runs: the unit program, and for a kernel program the tensors it was lowered from,
+    each kernel's op (for the report) and the digest of the kernel program (``lowered``)."""
 
     units: UnitProgram
     tensors: dict[str, Tensor] = field(default_factory=dict)
     kernel_ops: dict[str, str] = field(default_factory=dict)
+    kernels_digest: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ def parse(data: object, machine: Machine, source: str) -> Program:
         return Program(parse_unit_program(data, machine, source))
     if tag == KERNEL_FORMAT:
         kernels = parse_kernel_program(data, source)
-        return Program(lower(kernels, machine), kernels.tensors, {k.name: k.op for k in kernels.kernels})
+        return lowered(kernels, machine, {k.name: k.op for k in kernels.kernels})
     raise ProgramError(f"unknown program format {tag!r}; expected {UNIT_FORMAT!r} or {KERNEL_FORMAT!r}",
                        source, "format")
 
@@ -62,6 +63,16 @@ def parse(data: object, machine: Machine, source: str) -> Program:
 def load_program(path: str | Path, machine: Machine) -> UnitProgram:
     """The unit program of any program file (kernel programs are lowered)."""
     return load(path, machine).units
+
+
+def lowered(kernels: KernelProgram, machine: Machine, kernel_ops: dict[str, str] | None = None) -> Program:
+    """``kernels`` lowered, or its unit program from the cache, stored there with its result (``_store``).
+    Lowering is a deterministic function of the parsed kernel program (every field, its source name
+    included) and the machine, and memo.key covers the lowering's code: so these key the unit program,
+    and with the cycle limit and the ops its result (``_key``), which a hit reads without lowering."""
+    digest = memo.digest(kernels)
+    units = memo.lookup(_units_key(digest, machine)) or lower(kernels, machine)
+    return Program(units, kernels.tensors, kernel_ops or {}, digest)
 
 
 def run(program: UnitProgram | Program, machine: Machine, functional: bool = False,
@@ -108,7 +119,7 @@ def timing(program: Program, machine: Machine, max_cycles: int = DEFAULT_MAX_CYC
     if entry is None:
         log, report = _simulate(program, machine, max_cycles, progress)
         entry = _arrays(log), report.data
-        memo.store(k, entry)
+        _store(program, machine, k, entry)
     return _unpack(program, entry)
 
 
@@ -126,7 +137,7 @@ def timings(programs: list[Program], machine: Machine, cache: bool = True) -> li
     for i, entry in zip(missing, done, strict=True):
         entries[i] = entry
         if cache:
-            memo.store(keys[i], entry)
+            _store(unique[i], machine, keys[i], entry)
     results = {id(p): _unpack(p, e) for p, e in zip(unique, entries, strict=True)}
     return [results[id(p)] for p in programs]
 
@@ -136,10 +147,22 @@ def _key(program: Program, machine: Machine, max_cycles: int) -> str:
     no engine state crosses from one program to the next, so a program's log depends only on what
     the key covers: its buffers, every instruction (with its tokens, kernel tag and JSON path), its
     source name, the machine (the repr of its frozen dataclasses, every field), the cycle limit,
-    the kernel ops named in the report, and the simulator's code (memo.key)."""
+    the kernel ops named in the report, and the simulator's code (memo.key). A lowered program's
+    kernel program stands for its unit program (``lowered``)."""
     units = program.units
-    return memo.key(memo.digest((units.source, units.buffers, units.streams)), repr(machine).encode(),
-                    repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
+    content = program.kernels_digest or memo.digest((units.source, units.buffers, units.streams))
+    return memo.key(content, repr(machine).encode(), repr((max_cycles, sorted(program.kernel_ops.items()))).encode())
+
+
+def _units_key(kernels_digest: bytes, machine: Machine) -> str:
+    return memo.key(b"lowered", kernels_digest, repr(machine).encode())
+
+
+def _store(program: Program, machine: Machine, k: str, entry: Entry) -> None:
+    """A result, and a lowered program's unit program beside it, so that a hit needs no lowering."""
+    memo.store(k, entry)
+    if program.kernels_digest:
+        memo.store(_units_key(program.kernels_digest, machine), program.units)
 
 
 def _entry(job: tuple[Program, Machine]) -> Entry:

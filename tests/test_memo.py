@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -33,18 +35,34 @@ def _same(a: pipeline.RunResult, b: pipeline.RunResult) -> None:
     assert a.log.instructions == b.log.instructions
 
 
-def _no_simulation(monkeypatch):
+def _no_work(monkeypatch):
     def refuse(*args, **kwargs):
-        raise AssertionError("simulated although the result was cached")
+        raise AssertionError("lowered or simulated although the result was cached")
     monkeypatch.setattr(pipeline, "simulate", refuse)
+    monkeypatch.setattr(pipeline, "lower", refuse)
+
+
+def _counted_lowering(monkeypatch) -> list[str]:
+    """The source of every kernel program lowered from now on."""
+    lowered, lower = [], pipeline.lower
+    def counted(kernels, machine):
+        lowered.append(kernels.source)
+        return lower(kernels, machine)
+    monkeypatch.setattr(pipeline, "lower", counted)
+    return lowered
 
 
 def test_a_cached_run_equals_a_fresh_one(cache_dir, spyre, monkeypatch):
+    """A hit, from disk or from memory, neither lowers nor simulates, and gives the fresh run's
+    report, event log and instructions exactly."""
     fresh = _fresh(spyre)
-    first = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)  # a miss: simulated, stored
-    assert len(list(cache_dir.rglob("*.pkl"))) == 1
     memo.clear_memory()
-    _no_simulation(monkeypatch)
+    for entry in cache_dir.rglob("*.pkl"):
+        entry.unlink()
+    first = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)  # a miss: lowered, simulated, both stored
+    assert len(list(cache_dir.rglob("*.pkl"))) == 2
+    memo.clear_memory()
+    _no_work(monkeypatch)
     from_disk = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
     from_memory = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
     for run in (first, from_disk, from_memory):
@@ -61,18 +79,32 @@ def test_functional_runs_replay_on_the_cached_log(cache_dir, spyre):
         assert np.array_equal(array, cached.outputs[name])
 
 
-def test_the_machine_is_part_of_the_key(cache_dir, spyre):
+def test_the_machine_is_part_of_the_key(cache_dir, spyre, monkeypatch):
     pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    lowered = _counted_lowering(monkeypatch)
     other = load_machine(None, ["dram.interleave_bytes=1024"])
     _same(pipeline.run(pipeline.load(PROGRAM, other), other), _fresh(other))
-    assert len(list(cache_dir.rglob("*.pkl"))) == 2
+    assert len(list(cache_dir.rglob("*.pkl"))) == 4  # a unit program and a result per machine
+    assert lowered == [str(PROGRAM)]
+
+
+def test_the_kernel_program_is_part_of_the_key(cache_dir, spyre, monkeypatch):
+    original = pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
+    lowered = _counted_lowering(monkeypatch)
+    data = json.loads(PROGRAM.read_text())
+    data["kernels"][0]["work_division"] = {"mb": 4, "out": 8}
+    cached = pipeline.run(pipeline.parse(data, spyre, str(PROGRAM)), spyre)
+    assert lowered == [str(PROGRAM)]
+    fresh = pipeline.run(pipeline.parse(data, spyre, str(PROGRAM)), spyre, cache=False)
+    _same(cached, fresh)
+    assert cached.report.total_cycles != original.report.total_cycles
 
 
 @pytest.mark.parametrize("content", [b"", b"not a pickle", b"\x80\x05\x95garbage"])
 def test_an_unreadable_entry_is_a_miss(cache_dir, spyre, content):
     pipeline.run(pipeline.load(PROGRAM, spyre), spyre)
-    [entry] = cache_dir.rglob("*.pkl")
-    entry.write_bytes(content)
+    for entry in cache_dir.rglob("*.pkl"):  # the unit program and the result
+        entry.write_bytes(content)
     memo.clear_memory()
     _same(pipeline.run(pipeline.load(PROGRAM, spyre), spyre), _fresh(spyre))
     memo.clear_memory()

@@ -8,8 +8,7 @@ from typing import Any
 
 from spyre_emu.config import DTYPE_BYTES, STICK_BYTES, Machine
 from spyre_emu.kernel_program import parse_kernel_program
-from spyre_emu.lowering import lower
-from spyre_emu.pipeline import Program, timing
+from spyre_emu.pipeline import lowered, timing
 
 LANES = STICK_BYTES // DTYPE_BYTES["fp16"]   # the bytes are copied as fp16 sticks: the values do not matter
 
@@ -27,5 +26,5 @@ def copy_cycles(nbytes: int, machine: Machine) -> int:
     """The simulated cycles of copying ``nbytes`` (whole sticks) from one place in DRAM to another."""
     sticks = max(1, -(-nbytes // STICK_BYTES))
     kernels = parse_kernel_program(copy_program(sticks, machine.cores.count), "<device copy>")
-    _, report = timing(Program(lower(kernels, machine), kernels.tensors), machine)
+    _, report = timing(lowered(kernels, machine), machine)
     return report.total_cycles

@@ -69,7 +69,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) 
         plan_scratchpad(graph, steps, machine)
         steps = split_launches(graph, steps)
         emit_programs(graph, steps)
-        programs = [_lower(step, machine, lowered) if isinstance(step, Segment) else None
+        programs = [_lower(step, machine, lowered, options.cache) if isinstance(step, Segment) else None
                     for step in bar(steps, "lowering kernel programs")]
         refused = next((p for p in programs if isinstance(p, tuple)), None)
         if refused is None:
@@ -93,7 +93,7 @@ def _name(node: Node, index: str) -> None:
         _name(part, f"{index}_{j}")
 
 
-def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Program | tuple[Node, str]:
+def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program], cache: bool) -> Program | tuple[Node, str]:
     """The segment's lowered program, or the first kernel the lowering refuses and why."""
     for k in seg.kernels:
         if k.op not in OPS:
@@ -101,7 +101,7 @@ def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program]) -> Progr
     text = json.dumps(seg.data, sort_keys=True)
     if text not in lowered:
         try:
-            lowered[text] = pipeline.lowered(parse_kernel_program(seg.data, "<torch.compile>"), machine)
+            lowered[text] = pipeline.lowered(parse_kernel_program(seg.data, "<torch.compile>"), machine, cache=cache)
         except ProgramError as exc:
             found = re.match(r"kernels\[(\d+)\]", exc.path or "")
             if found is None:

@@ -65,13 +65,17 @@ def load_program(path: str | Path, machine: Machine) -> UnitProgram:
     return load(path, machine).units
 
 
-def lowered(kernels: KernelProgram, machine: Machine, kernel_ops: dict[str, str] | None = None) -> Program:
+def lowered(kernels: KernelProgram, machine: Machine, kernel_ops: dict[str, str] | None = None,
+            cache: bool = True) -> Program:
     """``kernels`` lowered, or its unit program from the cache, stored there with its result (``_store``).
     Lowering is a deterministic function of the parsed kernel program (every field, its source name
     included) and the machine, and memo.key covers the lowering's code: so these key the unit program,
-    and with the cycle limit and the ops its result (``_key``), which a hit reads without lowering."""
+    and with the cycle limit and the ops its result (``_key``), which a hit reads without lowering.
+    ``cache=False`` (the front end's option) lowers without looking."""
     digest = memo.digest(kernels)
-    units = memo.lookup(_units_key(digest, machine)) or lower(kernels, machine)
+    units = memo.lookup(_units_key(digest, machine)) if cache else None
+    if units is None:
+        units = lower(kernels, machine)
     return Program(units, kernels.tensors, kernel_ops or {}, digest)
 
 

@@ -123,3 +123,15 @@ def test_the_cache_can_be_turned_off(cache_dir, spyre, monkeypatch):
 def test_an_unwritable_directory_only_loses_the_disk_copy(cache_dir, spyre):
     cache_dir.parent.joinpath("results").write_text("a file where the directory should be")
     _same(pipeline.run(pipeline.load(PROGRAM, spyre), spyre), _fresh(spyre))
+
+
+def test_lowering_with_the_cache_off_does_not_read_a_stored_unit_program(cache_dir, spyre, monkeypatch):
+    """The front end's ``cache=False`` lowers afresh even when a unit program is stored for the same
+    kernel program; with the cache on, the stored one is read and nothing is lowered."""
+    pipeline.run(pipeline.load(PROGRAM, spyre), spyre)  # stores the unit program and the result
+    lowered = _counted_lowering(monkeypatch)
+    kernels = pipeline.parse_kernel_program(json.loads(PROGRAM.read_text()), str(PROGRAM))
+    pipeline.lowered(kernels, spyre)
+    assert lowered == []
+    pipeline.lowered(kernels, spyre, cache=False)
+    assert lowered == [str(PROGRAM)]

@@ -9,7 +9,9 @@ first over the measured best: what trusting the simulator would cost).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -87,5 +89,12 @@ def fits(points: list[Point]) -> list[CategoryFit]:
     return out
 
 
-def mean_abs_error(points: list[Point]) -> float:
+class Compared(Protocol):
+    """A simulated figure against its measurement: a calibration point, a validate row, a host row."""
+
+    @property
+    def error(self) -> float: ...
+
+
+def mean_abs_error(points: Sequence[Compared]) -> float:
     return float(np.mean([abs(p.error) for p in points])) if points else 0.0

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from . import accuracy, memo
-from .accuracy import Point, fits
+from . import memo
+from .accuracy import Point, fits, mean_abs_error
 from .calibration import Case
 from .config import Machine
 from .errors import SpyreEmuError
@@ -227,10 +227,6 @@ def _program(folder: Path, stem: str) -> Path:
     return path
 
 
-def mean_abs_error(rows: list[Row]) -> float:
-    return sum(abs(r.error) for r in rows) / len(rows) if rows else 0.0
-
-
 def _figure(value: float, unit: str) -> str:
     digits = 3 if unit in ("ms", "×") else 1 if unit in ("%", "GB/s", "MAC/ns/core") else 2
     return f"{value:,.{digits}f} {unit}" if unit != "×" else f"{value:.{digits}f}×"
@@ -314,7 +310,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None) -> st
                      + (f"{np.nanmean(rho):.2f}, {np.nanmin(rho):.2f} | {100 * np.mean(regret):.1f} %, "
                         f"{100 * max(regret):.1f} % |" if c.shapes else "— | — |"))
     timed = [p for p in points if p.category != "PT utilization"]
-    mae = accuracy.mean_abs_error(timed)
+    mae = mean_abs_error(timed)
     lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
               f"(target ≤ {100 * MISS:.0f} %).", "",
               "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",

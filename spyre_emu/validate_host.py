@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .accuracy import mean_abs_error
 from .config import Machine
 from .errors import SpyreEmuError
 from .host import Host, Launch, simulate_host
@@ -243,9 +244,8 @@ def render_host(rows: list[HostRow], block: Launched | None) -> str:
                      f"{signed_percent(r.error)} | {'yes' if r.counted else 'no'} | {r.note} | {why} |")
     counted = [r for r in rows if r.counted]
     if counted:
-        mae = sum(abs(r.error) for r in counted) / len(counted)
-        lines += ["", f"**Mean absolute error: {100 * mae:.1f} %** over {len(counted)} counted figures "
-                  f"(target ≤ {100 * MISS:.0f} %)."]
+        lines += ["", f"**Mean absolute error: {100 * mean_abs_error(counted):.1f} %** over {len(counted)} "
+                  f"counted figures (target ≤ {100 * MISS:.0f} %)."]
     if block:
         total = sum(block.card_us)
         lines += ["", "The block's simulated device time by kernel class (a fused program's time shared among "

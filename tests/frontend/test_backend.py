@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
-from spyre_emu.frontend import capture, export_program, last_report  # noqa: E402
+from spyre_emu.frontend import backend, capture, export_program, last_report  # noqa: E402
 
 from spyre_emu.cli import main  # noqa: E402
 from spyre_emu.errors import SpyreEmuError  # noqa: E402
@@ -141,3 +142,18 @@ def test_export_program_runs_with_the_cli(tmp_path):
     (out,) = [p for p in out_dir.glob("*.npy")]
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(np.load(out)), model(x), atol=5e-3, rtol=5e-3)
+
+
+def test_the_trace_and_passes_run_with_the_collector_paused(monkeypatch):
+    """memo.collector_paused around the backend's own work; Dynamo's collector is left as it was."""
+    seen, compile_graph = [], backend.compile_graph
+
+    def recorded(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return compile_graph(*args, **kwargs)
+    monkeypatch.setattr(backend, "compile_graph", recorded)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(_mlp(), backend="spyre_emu", dynamic=False)(torch.randn(16, 64).half())
+    assert seen == [False]
+    assert gc.isenabled()

@@ -68,8 +68,8 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         traced = trace_inference(gm, example_inputs, decompositions())
         if traced is not None:
             return forward(traced, example_inputs)
-    return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
-        gm, example_inputs)
+        return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
+            gm, example_inputs)
 
 
 install(spyre_emu_backend)  # compiled.generate(...) runs the compiled forward (generate.py)

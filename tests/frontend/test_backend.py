@@ -144,16 +144,34 @@ def test_export_program_runs_with_the_cli(tmp_path):
         torch.testing.assert_close(torch.from_numpy(np.load(out)), model(x), atol=5e-3, rtol=5e-3)
 
 
-def test_the_trace_and_passes_run_with_the_collector_paused(monkeypatch):
-    """memo.collector_paused around the backend's own work; Dynamo's collector is left as it was."""
+class _InPlace(torch.nn.Module):
+    """Writes in place: the backend goes through aot_autograd (trace.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = _mlp()
+
+    def forward(self, x):
+        y = self.mlp(x)
+        y.mul_(2)
+        return y
+
+
+@pytest.mark.parametrize("model", [_mlp, _InPlace])
+def test_the_trace_and_passes_run_with_the_collector_paused(monkeypatch, model):
+    """memo.collector_paused around the backend's own work, either way to the ATen graph; the
+    collector is left as it was."""
     seen, compile_graph = [], backend.compile_graph
 
     def recorded(*args, **kwargs):
         seen.append(gc.isenabled())
         return compile_graph(*args, **kwargs)
     monkeypatch.setattr(backend, "compile_graph", recorded)
+    traces, trace = [], backend.trace_inference
+    monkeypatch.setattr(backend, "trace_inference", lambda *a: traces.append(trace(*a)) or traces[-1])
     torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(_mlp(), backend="spyre_emu", dynamic=False)(torch.randn(16, 64).half())
+        torch.compile(model(), backend="spyre_emu", dynamic=False)(torch.randn(16, 64).half())
     assert seen == [False]
     assert gc.isenabled()
+    assert [t is None for t in traces] == [model is _InPlace]  # the single trace, or aot_autograd

@@ -16,7 +16,8 @@ children (so the same model, the other simulator), or a baseline file of earlier
 by ``--save``. Set ``SPYRE_EMU_RESULT_CACHE=0`` to measure without the result cache. ``--wrap``
 marks the decoder layer as a nested compile region (``torch.compiler.nested_compile_region``, so
 torch captures it once; frontend/subgraphs.py); its reference is then this tree with the layer
-unwrapped, unless ``--reference`` names a revision (run unwrapped).
+unwrapped, unless ``--reference`` names a revision (run unwrapped; wrapped too with
+``--wrap-reference``, which compares two trees on the same wrapped model).
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ def main() -> None:
                     help="measure N times, this tree and the reference alternately; each run, then the fastest")
     ap.add_argument("--wrap", action="store_true",
                     help="mark the layer as a nested compile region; the reference runs it unwrapped")
+    ap.add_argument("--wrap-reference", action="store_true",
+                    help="with --wrap and --reference: the reference revision runs the wrapped model too")
     ap.add_argument("--save", type=Path, help="write this run's figures to FILE")
     ap.add_argument("--child", choices=[*PHASES, "small"], help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
@@ -199,7 +202,8 @@ def main() -> None:
                 layers = 2 if phase == "small" else args.layers
                 name = f"{phase} x{layers} layers" + (" wrapped" if args.wrap else "")
                 other = ref_root if args.reference else ROOT if args.wrap else None
-                runs = [(measure(ROOT, phase, layers, args.wrap), other and measure(other, phase, layers))
+                ref_wrap = args.wrap and args.wrap_reference and bool(args.reference)
+                runs = [(measure(ROOT, phase, layers, args.wrap), other and measure(other, phase, layers, ref_wrap))
                         for _ in range(args.repeat)]  # alternated, so both see the same load on average
                 figures[name] = min((new for new, _ in runs), key=lambda f: f["wall_s"])
                 ref = (min((r for _, r in runs), key=lambda f: f["wall_s"]) if other

@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from spyre_emu.config import load_machine
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.host import load_host
+from spyre_emu.memo import collector_paused
 
 from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
@@ -63,11 +64,12 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         raise SpyreEmuError(TRAINING)
 
     rewrite_attention(gm)
-    traced = trace_inference(gm, example_inputs, decompositions())
-    if traced is not None:
-        return forward(traced, example_inputs)
-    return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
-        gm, example_inputs)
+    with collector_paused():  # no full collection of torch's heap mid-compile (memo.collector_paused)
+        traced = trace_inference(gm, example_inputs, decompositions())
+        if traced is not None:
+            return forward(traced, example_inputs)
+        return aot_autograd(fw_compiler=forward, bw_compiler=backward, decompositions=decompositions())(
+            gm, example_inputs)
 
 
 install(spyre_emu_backend)  # compiled.generate(...) runs the compiled forward (generate.py)

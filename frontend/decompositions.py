@@ -12,6 +12,7 @@ query is short, else repeats the key/value heads.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -170,7 +171,11 @@ def max_pool_2d(x: torch.Tensor, kernel_size: list[int], stride: list[int] | Non
     return rows.permute(0, 3, 1, 2), x.new_empty(0, dtype=torch.int64)
 
 
+@functools.cache
 def decompositions() -> dict[Any, Any]:
+    """The table every trace uses, built once per process (about 0.25 s a build, which every
+    recompile of a generation's next length paid); shared, so callers do not modify it (make_fx and
+    aot_autograd copy it)."""
     return {**{op: fn for op, fn in core_aten_decompositions().items() if op not in KEPT},
             aten.convolution.default: conv_as_matmul,
             aten._native_batch_norm_legit_no_training.default: batch_norm_eval,

@@ -40,11 +40,12 @@ def trace_inference(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
     with enable_python_dispatcher(), mode:
         traced = make_fx(run, decomposition_table=decompositions)(*fakes)
-    inline_subgraphs(traced)  # a repeated region, traced once, expanded for the passes (subgraphs.py)
+    expanded = inline_subgraphs(traced)  # a repeated region, traced once, expanded for the passes (subgraphs.py)
     if any(_mutates(n) for n in traced.graph.nodes):
         return None
-    traced.graph.eliminate_dead_code()
-    traced.recompile()
+    if not expanded:  # the expansion already dropped what nothing reads and recompiled
+        traced.graph.eliminate_dead_code()
+        traced.recompile()
     return traced
 
 

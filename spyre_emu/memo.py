@@ -13,11 +13,14 @@ turns the cache off (memory and disk).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import os
 import pickle
 import tempfile
 from collections import OrderedDict
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -69,7 +72,7 @@ def lookup(k: str) -> Any | None:
         _MEMORY.move_to_end(k)
         return _MEMORY[k]
     try:
-        with _path(k).open("rb") as f:
+        with _path(k).open("rb") as f, collector_paused():
             value = pickle.load(f)
     except Exception:  # any unreadable entry (missing, truncated, foreign, of an older pickle) is a miss
         return None
@@ -95,6 +98,22 @@ def store(k: str, value: Any) -> None:
             raise
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a burst of allocation that makes few cycles (a large
+    entry unpickled, a model's graph traced and compiled): each object allocated counts towards the
+    next collection, and a full one walks every live object of the process (about 0.2 s each with torch
+    and Dynamo's state loaded: two of them fell inside the front end's part of a 40-layer decode).
+    Reference counting still frees what is dropped; cycles left wait for the next collection after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def clear_memory() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -135,3 +136,34 @@ def test_lowering_with_the_cache_off_does_not_read_a_stored_unit_program(cache_d
     assert lowered == []
     pipeline.lowered(kernels, spyre, cache=False)
     assert lowered == [str(PROGRAM)]
+
+
+def test_the_collector_is_paused_inside_and_left_as_it_was():
+    assert gc.isenabled()
+    inside = []
+
+    def fail():
+        with memo.collector_paused():
+            inside.append(gc.isenabled())
+            raise RuntimeError
+    with pytest.raises(RuntimeError):
+        fail()
+    assert inside == [False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with memo.collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
+
+
+def test_a_lookup_reads_with_the_collector_paused(cache_dir, monkeypatch):
+    seen = []
+    memo.store("k", {"x": 1})
+    memo.clear_memory()
+    monkeypatch.setattr(memo.pickle, "load", lambda f: seen.append(gc.isenabled()) or {"x": 1})
+    assert memo.lookup("k") == {"x": 1}
+    assert seen == [False]
+    assert gc.isenabled()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import numpy as np  # noqa: E402
-from spyre_emu.frontend import capture, export_program, last_report  # noqa: E402
+from spyre_emu.frontend import backend, capture, export_program, last_report  # noqa: E402
 
 from spyre_emu.cli import main  # noqa: E402
 from spyre_emu.errors import SpyreEmuError  # noqa: E402
@@ -141,3 +142,36 @@ def test_export_program_runs_with_the_cli(tmp_path):
     (out,) = [p for p in out_dir.glob("*.npy")]
     with torch.no_grad():
         torch.testing.assert_close(torch.from_numpy(np.load(out)), model(x), atol=5e-3, rtol=5e-3)
+
+
+class _InPlace(torch.nn.Module):
+    """Writes in place: the backend goes through aot_autograd (trace.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = _mlp()
+
+    def forward(self, x):
+        y = self.mlp(x)
+        y.mul_(2)
+        return y
+
+
+@pytest.mark.parametrize("model", [_mlp, _InPlace])
+def test_the_trace_and_passes_run_with_the_collector_paused(monkeypatch, model):
+    """memo.collector_paused around the backend's own work, either way to the ATen graph; the
+    collector is left as it was."""
+    seen, compile_graph = [], backend.compile_graph
+
+    def recorded(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return compile_graph(*args, **kwargs)
+    monkeypatch.setattr(backend, "compile_graph", recorded)
+    traces, trace = [], backend.trace_inference
+    monkeypatch.setattr(backend, "trace_inference", lambda *a: traces.append(trace(*a)) or traces[-1])
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model(), backend="spyre_emu", dynamic=False)(torch.randn(16, 64).half())
+    assert seen == [False]
+    assert gc.isenabled()
+    assert [t is None for t in traces] == [model is _InPlace]  # the single trace, or aot_autograd

@@ -58,6 +58,16 @@ def test_in_place_graphs_are_left_to_aot_autograd(name):
     assert all(fast is None for fast, _ in _both_graphs(*zoo.build(name)))
 
 
+def test_the_decomposition_table_is_built_once_and_neither_trace_changes_it():
+    """decompositions() is shared by every compile (functools.cache): both ways to the ATen graph copy it."""
+    table = decompositions()
+    before = dict(table)
+    _both_graphs(*zoo.build("t5"))  # the single trace refused, then aot_autograd
+    _both_graphs(*zoo.build("llama"))
+    assert decompositions() is table
+    assert table == before
+
+
 @torch.fx.wrap
 def _bump(x):
     x.add_(1)

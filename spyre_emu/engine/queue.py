@@ -37,7 +37,7 @@ def pending(qa: np.ndarray) -> int:
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
     """Schedule an event at ``time`` (never before the current cycle); False when full."""
     if qa[Q_FREE] == 0:
         return False

@@ -29,7 +29,7 @@ travel reads (links, ``pending``, the stops' store and send units).
 from numba import njit
 
 from . import layout as L
-from .queue import at_nb
+from .queue import at_nb, push_nb
 
 NEVER = 1 << 62
 
@@ -63,11 +63,11 @@ def legs_nb(cfg, src, mask):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def stick_at_nb(st, t, stop, dst, u, role, x):
+def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
     """Schedule a stick's arrival at ``stop``, counting it as waiting there unless it is home."""
     if stop != dst:
-        st[L.ST_PENDING][2 * stop + direction_nb(st[L.ST_CFG], stop, dst)] += 1
-    return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+        pending[2 * stop + direction_nb(cfg, stop, dst)] += 1
+    return push_nb(ev, qa, t, L.EV_STICK, stop, dst, u, role, x)
 
 
 @njit(cache=True, _nrt=False, inline="always")

@@ -156,11 +156,14 @@ def delivered_nb(st, u, i, sticks, done_at, t):
     """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
     the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
     ins, us, times = st[L.ST_INS], st[L.ST_US], st[L.ST_TIMES]
-    copies = _copies_nb(ins, i)
-    total = ins[i, L.I_A2] // STICK * copies
-    before = (total - times[L.T_LEFT, i]) // copies
-    times[L.T_LEFT, i] -= sticks
-    us[u, L.U_INFLIGHT] -= ((total - times[L.T_LEFT, i]) // copies - before) * STICK
+    copies, left = _copies_nb(ins, i), times[L.T_LEFT, i]
+    times[L.T_LEFT, i] = left - sticks
+    if copies == 1:  # spares two divisions by a run-time value (tens of cycles each) per delivery
+        freed = sticks
+    else:  # sticks whose every copy is now delivered
+        total = ins[i, L.I_A2] // STICK * copies
+        freed = (total - left + sticks) // copies - (total - left) // copies
+    us[u, L.U_INFLIGHT] -= freed * STICK
     us[u, L.S_STICKS] += sticks
     ok = True
     if times[L.T_LEFT, i] == 0:

@@ -25,7 +25,7 @@ from numba import njit
 
 from . import layout as L
 from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
-from .queue import at_nb
+from .queue import at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
 STICK = 128
@@ -42,7 +42,8 @@ def start_dma_nb(st, u, i, t):
         us[u, L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
     st[L.ST_TIMES][L.T_LEFT, i] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
     us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
-    return issue_nb(st, u, t + ins[i, L.I_DUR])
+    return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
+                    st[L.ST_QA], u, t + ins[i, L.I_DUR])
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -71,10 +72,27 @@ def _free_slot_nb(chunk, u, number, slots):
     return -1
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _burst_nb(us, cfg, u):
+    """Bytes of the unit's next burst: the rest of its piece, up to the next burst boundary."""
+    return min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - us[u, L.U_ADDR] % cfg[L.C_BURST])
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _idle_nb(us, cfg, u, t):
+    """Whether ``issue_nb`` would neither issue nor schedule anything now: nothing left to issue, a
+    piece still being set up whose wake-up is already scheduled, or no budget for the next burst."""
+    if us[u, L.U_ISSUE_LEFT] == 0:
+        return True
+    if t < us[u, L.U_PIECE_AT]:
+        return us[u, L.U_WAKE] == us[u, L.U_PIECE_AT]
+    return us[u, L.U_INFLIGHT] + _burst_nb(us, cfg, u) > cfg[L.C_INFLIGHT]
+
+
 @njit(cache=True, _nrt=False)
-def issue_nb(st, u, t):
-    """Issue the L.DMA's next bursts while its in-flight budget allows."""
-    ins, us, cfg, chunk, chan_stop = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP]
+def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
+    """Issue the DMA's next bursts while its in-flight budget allows. It takes only the arrays it
+    uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150."""
     if us[u, L.U_ISSUE_LEFT] == 0:  # between instructions
         return True
     i = us[u, L.U_PC]
@@ -84,10 +102,10 @@ def issue_nb(st, u, t):
         if t < us[u, L.U_PIECE_AT]:  # the piece is still being set up: issue again when it is
             if us[u, L.U_WAKE] != us[u, L.U_PIECE_AT]:
                 us[u, L.U_WAKE] = us[u, L.U_PIECE_AT]
-                ok &= at_nb(st, us[u, L.U_PIECE_AT], L.EV_ISSUE, u)
+                ok &= push_nb(ev, qa, us[u, L.U_PIECE_AT], L.EV_ISSUE, u)
             break
         addr = us[u, L.U_ADDR]
-        burst = min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - addr % cfg[L.C_BURST])
+        burst = _burst_nb(us, cfg, u)
         if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
             break
         us[u, L.U_INFLIGHT] += burst
@@ -102,11 +120,11 @@ def issue_nb(st, u, t):
         if us[u, L.U_ISSUE_LEFT] == 0:  # all issued: the next instruction may start
             us[u, L.U_BUSY] = 0
             us[u, L.U_PC] += 1
-            ok &= at_nb(st, t, L.EV_TRY, u)
+            ok &= push_nb(ev, qa, t, L.EV_TRY, u)
         if op == L.OP_SEND:
             for _ in range(burst // STICK):
                 d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                ok &= stick_at_nb(st, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, i)
+                ok &= stick_at_nb(cfg, pending, ev, qa, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, i)
             continue
         a = addr
         while a < addr + burst:
@@ -123,12 +141,12 @@ def issue_nb(st, u, t):
                 # Payload (unit, request number, slot): a unit's requests reaching a channel in the
                 # same cycle queue in issue order, not in the order of their wrapping slots.
                 arrive = t + hops_nb(cfg, us[u, L.U_STOP], mc) * cfg[L.C_HOP]
-                ok &= at_nb(st, arrive, L.EV_DRAM, u, us[u, L.U_CHUNK], k)
+                ok &= push_nb(ev, qa, arrive, L.EV_DRAM, u, us[u, L.U_CHUNK], k)
             else:
                 chunk[k, L.K_LEFT] = n
                 for _ in range(n):
                     d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                    ok &= stick_at_nb(st, d, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
+                    ok &= stick_at_nb(cfg, pending, ev, qa, d, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
             a += n * STICK
     return ok
 
@@ -138,37 +156,38 @@ def delivered_nb(st, u, i, sticks, done_at, t):
     """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
     the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
     ins, us, times = st[L.ST_INS], st[L.ST_US], st[L.ST_TIMES]
-    copies = _copies_nb(ins, i)
-    total = ins[i, L.I_A2] // STICK * copies
-    before = (total - times[L.T_LEFT, i]) // copies
-    times[L.T_LEFT, i] -= sticks
-    us[u, L.U_INFLIGHT] -= ((total - times[L.T_LEFT, i]) // copies - before) * STICK
+    copies, left = _copies_nb(ins, i), times[L.T_LEFT, i]
+    times[L.T_LEFT, i] = left - sticks
+    if copies == 1:  # spares two divisions by a run-time value (tens of cycles each) per delivery
+        freed = sticks
+    else:  # sticks whose every copy is now delivered
+        total = ins[i, L.I_A2] // STICK * copies
+        freed = (total - left + sticks) // copies - (total - left) // copies
+    us[u, L.U_INFLIGHT] -= freed * STICK
     us[u, L.S_STICKS] += sticks
     ok = True
     if times[L.T_LEFT, i] == 0:
         times[L.T_READY, i] = done_at
         if i == us[u, L.U_OLDEST]:
             ok = at_nb(st, done_at, L.EV_DONE, u)
-    if us[u, L.U_ISSUE_LEFT] == 0:  # all issued (issue_nb's own first test, without the call)
+    if _idle_nb(us, st[L.ST_CFG], u, t):  # issue_nb would do nothing: spare the call
         return ok
-    return ok and issue_nb(st, u, t)
+    return ok and issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
+                           st[L.ST_QA], u, t)
 
 
 @njit(cache=True, _nrt=False)
-def request_nb(st, k, is_write, t):
-    """A L.DRAM request reaches its controller's queue."""
-    cfg, ch, chunk = st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK]
+def request_nb(cfg, ch, chunk, ev, qa, k, is_write, t):
+    """A DRAM request reaches its controller's queue."""
     if enqueue_nb(cfg, ch, chunk, k, is_write):
         c = channel_of_nb(cfg, chunk[k, L.K_ADDR])
-        return at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+        return push_nb(ev, qa, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
     return True
 
 
 @njit(cache=True, _nrt=False)
-def channel_nb(st, c, t):
+def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
     """The channel picks and serves its next request, then re-arms if more wait."""
-    us, cfg, ch, bank = st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK]
-    chunk = st[L.ST_CHUNK]
     ch[c, L.D_ARMED] = 0
     k, is_write = pick_nb(ch, chunk, c)
     if k < 0:
@@ -179,30 +198,30 @@ def channel_nb(st, c, t):
     us[u, L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
     ok = True
     if is_write:
-        ok = at_nb(st, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
+        ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
-        ok &= _read_out_nb(st, u, i, c, sticks, data)
+        ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[c], sticks, data)
     if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
         ch[c, L.D_ARMED] = 1
-        ok &= at_nb(st, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+        ok &= push_nb(ev, qa, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
     return ok
 
 
-@njit(cache=True, _nrt=False)
-def _read_out_nb(st, u, i, c, sticks, data):
-    """A served read's sticks (of instruction ``i``) leave the controller one per ``stick_cycles``: to
-    the load's core, or a multicast as one copy each way that has destinations, bound for the farthest."""
-    ins, us, cfg, src = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHAN_STOP][c]
+@njit(cache=True, _nrt=False, inline="always")
+def _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, src, sticks, data):
+    """A served read's sticks (of instruction ``i``) leave the controller at stop ``src`` one per
+    ``stick_cycles``: to the load's core, or a multicast as one copy each way that has destinations,
+    bound for the farthest."""
     mask = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_LOAD else 0
     cw, ccw = legs_nb(cfg, src, mask)
     ok = True
     for s in range(sticks):
         leave = data + (s + 1) * cfg[L.C_STICK_CYC]
         if mask == 0:
-            ok &= stick_at_nb(st, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, i)
+            ok &= stick_at_nb(cfg, pending, ev, qa, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, i)
         for far in (cw, ccw):
             if far >= 0:
-                ok &= stick_at_nb(st, leave, src, far, u, L.ROLE_MCAST, i)
+                ok &= stick_at_nb(cfg, pending, ev, qa, leave, src, far, u, L.ROLE_MCAST, i)
     return ok
 
 
@@ -225,7 +244,7 @@ def stick_nb(st, stop, dst, u, role, x, t):
         chunk[x, L.K_LEFT] -= 1
         if chunk[x, L.K_LEFT] > 0:
             return True
-        return request_nb(st, x, 1, t)
+        return request_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, 1, t)
     if role == L.ROLE_READ:
         w = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
     else:

@@ -4,18 +4,18 @@ Timing contract: a step needs a visible stick in its source FIFO and a free slot
 destination FIFO; the slot is reserved at the step and the stick becomes visible ``step``
 cycles later (SFU: plus its pipeline latency). Movers step once per cycle, the SFU once per
 its cost class. A blocked unit is woken by the pop or the visibility it waits for.
+The handlers take only the arrays they use, not the state tuple (see loop.py: the cost of a call).
 """
 
 from numba import njit
 
 from . import layout as L
-from .queue import at_nb
+from .queue import push_nb
 
 
 @njit(cache=True, _nrt=False)
-def step_nb(st, u, t):
-    """One stick of a L.FIFO-streaming instruction (LX->L.FIFO, L.FIFO->LX, SFU on FIFOs)."""
-    ins, us, cfg, fifo, t_mark = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_FIFO], st[L.ST_TIMES][2]
+def step_nb(ins, us, cfg, fifo, times, ev, qa, u, t):
+    """One stick of a FIFO-streaming instruction (LX->FIFO, FIFO->LX, SFU on FIFOs)."""
     i = us[u, L.U_PC]
     op = ins[i, L.I_OP]
     fin, fout = 2 * us[u, L.U_CORELET], 2 * us[u, L.U_CORELET] + 1
@@ -28,63 +28,60 @@ def step_nb(st, u, t):
         dst = fout if ins[i, L.I_A3] else -1
         step, visible = ins[i, L.I_A5], ins[i, L.I_A5] + ins[i, L.I_A6]
     if src >= 0 and fifo[src, L.F_VIS] == 0:
-        _block_nb(st, u, L.BLOCK_DATA, t)
+        _block_nb(us, times, u, L.BLOCK_DATA, t)
         fifo[src, L.F_WDATA] = u
         return True
     if dst >= 0 and fifo[dst, L.F_OCC] >= cfg[L.C_FIFO_DEPTH]:
-        _block_nb(st, u, L.BLOCK_ROOM, t)
+        _block_nb(us, times, u, L.BLOCK_ROOM, t)
         fifo[dst, L.F_WROOM] = u
         return True
-    _unblock_nb(st, u, t)
+    _unblock_nb(us, times, u, t)
     ok = True
     if src >= 0:
         fifo[src, L.F_VIS] -= 1
         fifo[src, L.F_OCC] -= 1
         if fifo[src, L.F_WROOM] >= 0:
-            ok &= at_nb(st, t, L.EV_STEP, fifo[src, L.F_WROOM])
+            ok &= push_nb(ev, qa, t, L.EV_STEP, fifo[src, L.F_WROOM])
             fifo[src, L.F_WROOM] = -1
     if dst >= 0:
         fifo[dst, L.F_OCC] += 1
-        ok &= at_nb(st, t + visible, L.EV_FIFO_VIS, dst)
-        if t_mark[i] < 0:
-            t_mark[i] = t
+        ok &= push_nb(ev, qa, t + visible, L.EV_FIFO_VIS, dst)
+        if times[L.T_FIRST_PUSH, i] < 0:
+            times[L.T_FIRST_PUSH, i] = t
     us[u, L.S_STICKS] += 1
     us[u, L.U_LEFT] -= 1
     if us[u, L.U_LEFT] == 0:
-        return ok and at_nb(st, t + visible, L.EV_DONE, u)
-    return ok and at_nb(st, t + step, L.EV_STEP, u)
+        return ok and push_nb(ev, qa, t + visible, L.EV_DONE, u)
+    return ok and push_nb(ev, qa, t + step, L.EV_STEP, u)
 
 
 @njit(cache=True, _nrt=False)
-def _block_nb(st, u, reason, t):
-    us = st[L.ST_US]
+def _block_nb(us, times, u, reason, t):
     if us[u, L.U_BLOCK] != reason:
-        _unblock_nb(st, u, t)
+        _unblock_nb(us, times, u, t)
         us[u, L.U_BLOCKSINCE] = t
         us[u, L.U_BLOCK] = reason
 
 
-@njit(cache=True, _nrt=False)
-def _unblock_nb(st, u, t):
+@njit(cache=True, _nrt=False, inline="always")
+def _unblock_nb(us, times, u, t):
     """Charge the cycles since the unit blocked to its cause, on the unit and on its current
     instruction (reports split stalls by kernel); busy excludes them."""
-    us = st[L.ST_US]
     if us[u, L.U_BLOCK] == L.BLOCK_NONE:
         return
     stalled = t - us[u, L.U_BLOCKSINCE]
     data = us[u, L.U_BLOCK] == L.BLOCK_DATA
     us[u, L.S_STALL_DATA if data else L.S_STALL_ROOM] += stalled
-    st[L.ST_TIMES][L.T_STALL_DATA if data else L.T_STALL_ROOM, us[u, L.U_PC]] += stalled
+    times[L.T_STALL_DATA if data else L.T_STALL_ROOM, us[u, L.U_PC]] += stalled
     us[u, L.S_BUSY] -= stalled
     us[u, L.U_BLOCK] = L.BLOCK_NONE
 
 
 @njit(cache=True, _nrt=False)
-def fifo_visible_nb(st, f, t):
-    fifo = st[L.ST_FIFO]
+def fifo_visible_nb(fifo, ev, qa, f, t):
     fifo[f, L.F_VIS] += 1
     if fifo[f, L.F_WDATA] >= 0:
         w = fifo[f, L.F_WDATA]
         fifo[f, L.F_WDATA] = -1
-        return at_nb(st, t, L.EV_STEP, w)
+        return push_nb(ev, qa, t, L.EV_STEP, w)
     return True

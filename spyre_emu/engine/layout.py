@@ -63,9 +63,10 @@ L_COLS = 3
 K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS = range(6)
 K_COLS = 6
 
-# Events ``ev[slot, :]``.
-E_TIME, E_SEQ, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(9)
-E_COLS = 9
+# Events ``ev[slot, :]``: eight columns, so that a row is one 64-byte cache line (queue.new_queue aligns
+# the table).
+E_TIME, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(8)
+E_COLS = 8
 EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(9)
 
 # Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written

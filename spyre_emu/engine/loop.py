@@ -14,7 +14,8 @@ The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb
 the loop: a call to a jitted function passes the state tuple as about 150 scalars (18 arrays, each
 a pointer, sizes and strides), which cost more than the work of a multicast copy's landing. Inlining
 the rest as well (issue, the DRAM and FIFO handlers) was tried: its first compile ran over three CPU
-minutes without finishing.
+minutes without finishing. So those handlers stay calls but take only the arrays they use; the
+state tuple is passed only to the per-instruction handlers below.
 """
 
 from numba import njit
@@ -110,7 +111,9 @@ def run_nb(st, now, budget):
     STATUS_RUNNING means the budget ran out: all state is in ``st``, so calling again with the
     returned cycle resumes exactly where it stopped (the caller reports progress in between).
     """
-    us, cfg, ev, qa = st[L.ST_US], st[L.ST_CFG], st[L.ST_EV], st[L.ST_QA]
+    ins, us, cfg, ch, bank, fifo = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK], st[L.ST_FIFO]
+    chunk, chan_stop, ev, qa, times, pending = (st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_EV], st[L.ST_QA],
+                                                st[L.ST_TIMES], st[L.ST_PENDING])
     for _ in range(budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
@@ -126,19 +129,19 @@ def run_nb(st, now, budget):
         if kind == L.EV_STICK:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
         elif kind == L.EV_DRAM:
-            ok = request_nb(st, p2, 0, t)
+            ok = request_nb(cfg, ch, chunk, ev, qa, p2, 0, t)
         elif kind == L.EV_CHANNEL:
-            ok = channel_nb(st, p0, t)
+            ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, t)
         elif kind == L.EV_WRITE_ACK:
             ok = delivered_nb(st, p0, p2, p1, t, t)
         elif kind == L.EV_STEP:
-            ok = step_nb(st, p0, t)
+            ok = step_nb(ins, us, cfg, fifo, times, ev, qa, p0, t)
         elif kind == L.EV_FIFO_VIS:
-            ok = fifo_visible_nb(st, p0, t)
+            ok = fifo_visible_nb(fifo, ev, qa, p0, t)
         elif kind == L.EV_DONE:
             ok = _finish_nb(st, p0, t)
         elif kind == L.EV_ISSUE:
-            ok = issue_nb(st, p0, t)
+            ok = issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, p0, t)
         else:
             ok = _try_start_nb(st, p0, t)
         if not ok:

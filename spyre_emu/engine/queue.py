@@ -1,14 +1,18 @@
 """The event queue: a calendar of per-cycle sorted buckets, with a heap for far events.
 
-Order is canonical: (cycle, kind, payload), then the push sequence number only between
-identical events. Events of one cycle are thus handled in an order fixed by what they are
-(a fixed-priority arbiter: lower stop, destination, unit first), never by when they
-happened to be scheduled, so skipping events that provably change nothing (ring hop
-chaining) cannot reorder the rest. Events within ``WINDOW`` cycles go into that cycle's
-bucket, kept sorted (almost always an append at the tail); further ones wait in a heap.
+Order is canonical: (cycle, kind, payload). Identical events (the same in all three) are
+interchangeable: the handler is called with the same arguments whichever comes first, so
+they need no tie-break (a bucket keeps them in push order). Events of one cycle are thus
+handled in an order fixed by what they are (a fixed-priority arbiter: lower stop,
+destination, unit first), never by when they happened to be scheduled, so skipping
+events that provably change nothing (ring hop chaining) cannot reorder the rest. Events
+within ``WINDOW`` cycles go into that cycle's bucket, kept sorted (almost always an append
+at the tail); further ones wait in a heap.
 
 Two arrays hold everything so jitted callers pass little: ``ev`` (one row per event
-slot) and ``qa`` (counters, bucket heads and tails, the far heap, the free list).
+slot, one 64-byte cache line each: a walk along a bucket reads one line per event passed)
+and ``qa`` (counters, bucket heads and tails, the far heap, the free list). At 1533cae the
+queue was about half of the loop's time on a streaming read (docs/speed.md, session 31).
 """
 
 import numpy as np
@@ -17,14 +21,16 @@ from numba import njit
 from . import layout as L
 
 WINDOW = 4096  # cycles the calendar covers; a power of two
-Q_COUNT, Q_SEQ, Q_FREE, Q_CUR, Q_HEAP = range(5)
+Q_COUNT, Q_FREE, Q_CUR, Q_HEAP = range(4)
 _HEAD = 8
 _TAIL = _HEAD + WINDOW
 _HEAPS = _TAIL + WINDOW
 
 
 def new_queue(capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    ev = np.zeros((capacity, L.E_COLS), np.int64)
+    buffer = np.zeros((capacity + 1) * L.E_COLS, np.int64)  # a row of slack to start on a 64-byte line
+    first = -buffer.ctypes.data % 64 // 8  # numpy aligns to 16 bytes only
+    ev = buffer[first:first + capacity * L.E_COLS].reshape(capacity, L.E_COLS)
     qa = np.zeros(_HEAPS + 2 * capacity, np.int64)
     qa[_HEAD:_HEAPS] = -1
     qa[_HEAPS + capacity:] = np.arange(capacity - 1, -1, -1)
@@ -37,7 +43,7 @@ def pending(qa: np.ndarray) -> int:
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
     """Schedule an event at ``time`` (never before the current cycle); False when full."""
     if qa[Q_FREE] == 0:
         return False
@@ -46,8 +52,6 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     slot = qa[_HEAPS + cap + qa[Q_FREE]]
     row = ev[slot]
     row[L.E_TIME] = time
-    row[L.E_SEQ] = qa[Q_SEQ]
-    qa[Q_SEQ] += 1
     row[L.E_KIND] = kind
     row[L.E_P0] = p0
     row[L.E_P1] = p1
@@ -63,14 +67,14 @@ def push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
 
 @njit(cache=True, _nrt=False, inline="always")
 def _earlier_nb(ev, a, b):
-    """Whether event slot ``a`` comes before ``b``: (time, kind, payload, seq)."""
+    """Whether event slot ``a`` comes strictly before ``b``: (time, kind, payload)."""
     x, y = ev[a], ev[b]
     if x[L.E_TIME] != y[L.E_TIME]:
         return x[L.E_TIME] < y[L.E_TIME]
     for col in range(L.E_KIND, L.E_P4 + 1):  # kind, then the payload in order
         if x[col] != y[col]:
             return x[col] < y[col]
-    return x[L.E_SEQ] < y[L.E_SEQ]
+    return False
 
 
 @njit(cache=True, _nrt=False)
@@ -79,7 +83,7 @@ def _insert_nb(ev, qa, slot):
     b = ev[slot, L.E_TIME] & (WINDOW - 1)
     qa[Q_COUNT] += 1
     tail = qa[_TAIL + b]
-    if qa[_HEAD + b] < 0 or _earlier_nb(ev, tail, slot):
+    if qa[_HEAD + b] < 0 or not _earlier_nb(ev, slot, tail):  # at or after the tail
         ev[slot, L.E_NEXT] = -1
         if qa[_HEAD + b] < 0:
             qa[_HEAD + b] = slot
@@ -88,7 +92,7 @@ def _insert_nb(ev, qa, slot):
         qa[_TAIL + b] = slot
         return
     prev, cur = -1, qa[_HEAD + b]
-    while _earlier_nb(ev, cur, slot):
+    while not _earlier_nb(ev, slot, cur):
         prev, cur = cur, ev[cur, L.E_NEXT]
     ev[slot, L.E_NEXT] = cur
     if prev < 0:
@@ -130,7 +134,7 @@ def _heap_pop_nb(ev, qa):
     return top
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def pop_nb(ev, qa):
     """Remove the earliest event and return its slot (valid until the next push), or -1."""
     while True:

@@ -29,21 +29,29 @@ travel reads (links, ``pending``, the stops' store and send units).
 from numba import njit
 
 from . import layout as L
-from .queue import at_nb
+from .queue import at_nb, push_nb
 
 NEVER = 1 << 62
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _clockwise_nb(cfg, src, dst):
+    """Hops from ``src`` to ``dst`` clockwise; without ``%``: a division by a value known only at run
+    time costs tens of cycles, on every hop of the loop's critical path."""
+    cw = dst - src
+    return cw + cfg[L.C_STOPS] if cw < 0 else cw
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def hops_nb(cfg, src, dst):
-    cw = (dst - src) % cfg[L.C_STOPS]
+    cw = _clockwise_nb(cfg, src, dst)
     return min(cw, cfg[L.C_STOPS] - cw)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def direction_nb(cfg, stop, dst):
     """0 clockwise, 1 counter-clockwise: the shorter way, ties clockwise."""
-    cw = (dst - stop) % cfg[L.C_STOPS]
+    cw = _clockwise_nb(cfg, stop, dst)
     return 0 if cw <= cfg[L.C_STOPS] - cw else 1
 
 
@@ -63,11 +71,11 @@ def legs_nb(cfg, src, mask):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def stick_at_nb(st, t, stop, dst, u, role, x):
+def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
     """Schedule a stick's arrival at ``stop``, counting it as waiting there unless it is home."""
     if stop != dst:
-        st[L.ST_PENDING][2 * stop + direction_nb(st[L.ST_CFG], stop, dst)] += 1
-    return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+        pending[2 * stop + direction_nb(cfg, stop, dst)] += 1
+    return push_nb(ev, qa, t, L.EV_STICK, stop, dst, u, role, x)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -116,7 +124,9 @@ def travel_nb(st, stop, dst, u, role, x, t):
         link[lk, L.L_STICKS] += 1
         link[lk, L.L_WAIT] += depart - t
         us[u, L.S_STALL_LINK] += depart - t
-        stop, t = (stop + step) % n, depart + cfg[L.C_HOP]
+        stop, t = stop + step, depart + cfg[L.C_HOP]
+        if stop >= n:
+            stop -= n
         if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
                 or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:

@@ -67,7 +67,7 @@ def sfu_stick_cycles(machine: Machine, op: str) -> int:
 
 def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True) -> Packed:
     names = unit_names(machine)
-    us = _units(machine, len(names))
+    us = _units(machine)
     cols = program.columns
     ins, toks = _table(cols, machine, us)
     state = _state(machine, ins, toks, us, len(cols.tokens), len(cols.instructions), max_cycles)
@@ -94,52 +94,56 @@ def _table(cols: Columns, machine: Machine, us: np.ndarray) -> tuple[np.ndarray,
     ins = np.zeros((n, L.I_COLS), np.int64)
     ins[:, L.I_OP] = cols.op
     ins[:, L.I_UNIT] = np.repeat(unit, cols.stream_len)
-    ins[:, L.I_W0], ins[:, L.I_W1] = cols.bounds[:, 0], cols.bounds[:, 1]
-    ins[:, L.I_S0], ins[:, L.I_S1] = cols.bounds[:, 1], cols.bounds[:, 2]
+    if len(cols.toks):  # else every range is empty, at 0
+        ins[:, L.I_W0], ins[:, L.I_W1] = cols.bounds[0], cols.bounds[1]
+        ins[:, L.I_S0], ins[:, L.I_S1] = cols.bounds[1], cols.bounds[2]
     for op, rows in cols.rows.items():
-        _ENCODERS[op](ins, rows, cols.args[rows], cols, machine)
+        every = len(rows) == n  # then slices, not gathers
+        _ENCODERS[op](ins, slice(None) if every else rows, cols.args if every else cols.args[:, rows], cols,
+                      machine)
     return ins, cols.toks if len(cols.toks) else np.zeros(1, np.int64)
 
 
-def _dma(ins: np.ndarray, rows: np.ndarray, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+# An encoder fills the table's rows ``at`` of one op from ``a``, those instructions' columns of args.
+def _dma(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
     """Loads, stores and PCIe copies: addresses, bytes, pieces, a multicast's stops and count."""
-    ins[rows, L.I_A0], ins[rows, L.I_A1], ins[rows, L.I_A2] = a[:, C.DMA_DRAM], a[:, C.DMA_LX], a[:, C.DMA_BYTES]
-    ins[rows, L.I_A5], ins[rows, L.I_A6] = a[:, C.DMA_PIECE], a[:, C.DMA_STRIDE]
-    if cols.op[rows[0]] in (Op.H2D, Op.D2H):
-        ins[rows, L.I_DUR] = machine.pcie.latency_cycles
-    to = a[:, C.DMA_TO]
+    ins[at, L.I_A0], ins[at, L.I_A1], ins[at, L.I_A2] = a[C.DMA_DRAM], a[C.DMA_LX], a[C.DMA_BYTES]
+    ins[at, L.I_A5], ins[at, L.I_A6] = a[C.DMA_PIECE], a[C.DMA_STRIDE]
+    if ins[at, L.I_OP][0] in (Op.H2D, Op.D2H):
+        ins[at, L.I_DUR] = machine.pcie.latency_cycles
+    to = a[C.DMA_TO]
     if cols.to_sets and (to >= 0).any():
         stop = _core_stops(machine)
         masks = np.array([sum(1 << int(stop[c]) for c in cores) for cores in cols.to_sets], np.int64)
         sizes = np.array([len(cores) for cores in cols.to_sets], np.int64)
-        multicast = rows[to >= 0]
+        multicast = np.arange(ins.shape[0])[at][to >= 0]
         ins[multicast, L.I_A3], ins[multicast, L.I_A4] = masks[to[to >= 0]], sizes[to[to >= 0]]
 
 
-def _send(ins: np.ndarray, rows: np.ndarray, a: np.ndarray, cols: Columns, machine: Machine) -> None:
-    ins[rows, L.I_A0], ins[rows, L.I_A1], ins[rows, L.I_A2] = a[:, C.SEND_LX], a[:, C.SEND_TO_CORE], a[:, C.SEND_BYTES]
-    ins[rows, L.I_A3] = _core_stops(machine)[a[:, C.SEND_TO_CORE]]
-    ins[rows, L.I_A5] = ins[rows, L.I_A6] = a[:, C.SEND_BYTES]  # one piece
+def _send(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    ins[at, L.I_A0], ins[at, L.I_A1], ins[at, L.I_A2] = a[C.SEND_LX], a[C.SEND_TO_CORE], a[C.SEND_BYTES]
+    ins[at, L.I_A3] = _core_stops(machine)[a[C.SEND_TO_CORE]]
+    ins[at, L.I_A5] = ins[at, L.I_A6] = a[C.SEND_BYTES]  # one piece
 
 
-def _move(ins: np.ndarray, rows: np.ndarray, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+def _move(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
     """LX <-> FIFO: sticks."""
-    ins[rows, L.I_A4] = a[:, C.MOVE_BYTES] // STICK_BYTES
+    ins[at, L.I_A4] = a[C.MOVE_BYTES] // STICK_BYTES
 
 
-def _matmul(ins: np.ndarray, rows: np.ndarray, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+def _matmul(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
     """``repeat`` passes: the cycles of each distinct pass shape are worked out once."""
     cycles = np.array([pt_pass_cycles(machine, r, k, dtype, c) for r, k, dtype, c in cols.passes], np.int64)
-    ins[rows, L.I_DUR] = a[:, C.MM_REPEAT] * cycles[a[:, C.MM_PASS]]
+    ins[at, L.I_DUR] = a[C.MM_REPEAT] * cycles[a[C.MM_PASS]]
 
 
-def _sfu(ins: np.ndarray, rows: np.ndarray, a: np.ndarray, cols: Columns, machine: Machine) -> None:
-    per_stick = np.array([sfu_stick_cycles(machine, name) for name in SFU_OPS], np.int64)[a[:, C.SFU_CODE]]
+def _sfu(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    per_stick = np.array([sfu_stick_cycles(machine, name) for name in SFU_OPS], np.int64)[a[C.SFU_CODE]]
     latency = machine.sfu.latency_cycles
-    ins[rows, L.I_A0], ins[rows, L.I_A1] = a[:, C.SFU_CODE], a[:, C.SFU_FIFO_IN]
-    ins[rows, L.I_A3], ins[rows, L.I_A4] = a[:, C.SFU_FIFO_OUT], a[:, C.SFU_STICKS]
-    ins[rows, L.I_A5], ins[rows, L.I_A6] = per_stick, latency
-    ins[rows, L.I_DUR] = latency + a[:, C.SFU_STICKS] * per_stick
+    ins[at, L.I_A0], ins[at, L.I_A1] = a[C.SFU_CODE], a[C.SFU_FIFO_IN]
+    ins[at, L.I_A3], ins[at, L.I_A4] = a[C.SFU_FIFO_OUT], a[C.SFU_STICKS]
+    ins[at, L.I_A5], ins[at, L.I_A6] = per_stick, latency
+    ins[at, L.I_DUR] = latency + a[C.SFU_STICKS] * per_stick
 
 
 _ENCODERS = {Op.LOAD: _dma, Op.STORE: _dma, Op.H2D: _dma, Op.D2H: _dma, Op.SEND: _send,
@@ -156,24 +160,39 @@ def _mover_units(cores: int) -> np.ndarray:
 
 
 def _core_stops(machine: Machine) -> np.ndarray:
-    """Each core's ring stop."""
-    stop = {name: s for s, name in enumerate(machine.ring.stops)}
-    return np.array([stop[f"core{c}"] for c in range(machine.cores.count)], np.int64)
+    """Each core's ring stop (read-only)."""
+    return _core_stops_of(machine.ring.stops, machine.cores.count)
 
 
-def _units(machine: Machine, count: int) -> np.ndarray:
+# What depends on the ring and the core count only is worked out once per ring and count: pack runs
+# once per simulation, and short programs simulate in about the time a Python loop over units takes.
+@cache
+def _core_stops_of(stops: tuple[str, ...], cores: int) -> np.ndarray:
+    stop = {name: s for s, name in enumerate(stops)}
+    out = np.array([stop[f"core{c}"] for c in range(cores)], np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def _units(machine: Machine) -> np.ndarray:
+    return _units_of(machine.ring.stops, machine.cores.count, pcie_interval_fp(machine)).copy()
+
+
+@cache
+def _units_of(stops: tuple[str, ...], cores: int, pcie_fp: int) -> np.ndarray:
+    count = cores * len(CORE_UNITS) + 1
     us = np.zeros((count, L.U_COLS), np.int64)
     us[:, [L.U_WAITTOK, L.U_WAITSINCE, L.U_BLOCKSINCE]] = -1
     us[:, L.U_INTERVAL_FP] = L.FP_ONE
-    per_core = len(CORE_UNITS)
-    core = np.arange(count - 1) // per_core
-    us[:-1, L.U_STOP] = _core_stops(machine)[core]
+    core = np.arange(count - 1) // len(CORE_UNITS)
+    us[:-1, L.U_STOP] = _core_stops_of(stops, cores)[core]
     us[:-1, L.U_CORE] = core
-    us[:-1, L.U_CORELET] = 2 * core + np.tile([u.endswith("1") for u in CORE_UNITS], machine.cores.count)
+    us[:-1, L.U_CORELET] = 2 * core + np.tile([u.endswith("1") for u in CORE_UNITS], cores)
     host = count - 1
-    us[host, L.U_STOP] = machine.stop_of("pcie")
+    us[host, L.U_STOP] = stops.index("pcie")
     us[host, L.U_CORE] = HOST_CORE
-    us[host, L.U_INTERVAL_FP] = pcie_interval_fp(machine)
+    us[host, L.U_INTERVAL_FP] = pcie_fp
+    us.setflags(write=False)
     return us
 
 
@@ -204,7 +223,11 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     fifo = np.zeros((4 * machine.cores.count, L.F_COLS), np.int64)
     fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
     link = np.zeros((2 * len(machine.ring.stops), L.L_COLS), np.int64)
-    chunk = np.zeros((n_units * (machine.dma.max_inflight_bytes // STICK_BYTES), L.K_COLS), np.int64)
+    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
+    movers = _mover_units(machine.cores.count)
+    movers = movers[us[movers, L.U_END] > us[movers, L.U_PC]]  # the DMA units that have instructions
+    # Request slots: unit u's are rows u * inflight_sticks on (dma.issue_nb); only DMA units issue.
+    chunk = np.zeros((max(int(movers.max(initial=-1)) + 1, 1) * inflight_sticks, L.K_COLS), np.int64)
     per_mc = d.channels // d.controllers
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
@@ -212,11 +235,8 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     # multicast stick: one per direction, and one per copy being written where it passed:
     # ring.travel_nb), one per stick in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
     copies = int(ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4].max(initial=0))
-    movers = _mover_units(machine.cores.count)
-    dma_units = int(np.count_nonzero(us[movers, L.U_END] > us[movers, L.U_PC]))
-    ev, qa = new_queue(dma_units * 2 * inflight_sticks + n_units * 8
+    ev, qa = new_queue(len(movers) * 2 * inflight_sticks + n_units * 8
                        + machine.cores.count * inflight_sticks * copies + fifo_sticks + 1024)
     times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
     times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
@@ -227,15 +247,22 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
 
 
 def _stops(machine: Machine) -> np.ndarray:
+    return _stops_of(machine.ring.stops, machine.cores.count).copy()
+
+
+@cache
+def _stops_of(names: tuple[str, ...], cores: int) -> np.ndarray:
     """Per ring stop: what can put sticks on the ring there (see ring.travel_nb)."""
-    stops = np.full((len(machine.ring.stops), 3), -1, np.int64)
+    per_core = len(CORE_UNITS)
+    stops = np.full((len(names), 3), -1, np.int64)
     stops[:, L.R_KIND] = L.STOP_QUIET
-    for s, name in enumerate(machine.ring.stops):
+    for s, name in enumerate(names):
         if name.startswith("mc"):
             stops[s, L.R_KIND] = L.STOP_MEMORY
         elif name == HOST_UNIT:
-            stops[s, [L.R_KIND, L.R_INJ0]] = L.STOP_UNITS, unit_index(machine, HOST_CORE, HOST_UNIT)
+            stops[s, [L.R_KIND, L.R_INJ0]] = L.STOP_UNITS, cores * per_core
         else:
-            core = int(name.removeprefix("core"))
-            stops[s] = L.STOP_UNITS, unit_index(machine, core, "store"), unit_index(machine, core, "send")
+            base = int(name.removeprefix("core")) * per_core
+            stops[s] = L.STOP_UNITS, base + CORE_UNITS.index("store"), base + CORE_UNITS.index("send")
+    stops.setflags(write=False)
     return stops

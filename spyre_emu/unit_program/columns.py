@@ -16,7 +16,7 @@ import numpy as np
 from .model import Instruction, matmul_repeat
 from .opcodes import CORE_UNITS, SFU_OPS, Op
 
-# Columns of ``Columns.args``, by op (unused ones are 0).
+# Rows of ``Columns.args`` (one column per instruction), by op (unused ones are 0).
 DMA_DRAM, DMA_LX, DMA_BYTES, DMA_PIECE, DMA_STRIDE, DMA_TO = range(6)  # load, store, h2d, d2h; DMA_TO: -1 or in to_sets
 SEND_LX, SEND_TO_CORE, SEND_BYTES = range(3)
 MOVE_BYTES = 0                                                          # lx2fifo, fifo2lx
@@ -34,9 +34,10 @@ class Columns:
     """Instructions in stream order (``UnitProgram.streams``), as arrays.
 
     Per stream: its core, its unit's index in CORE_UNITS (HOST_SLOT for the host) and its length.
-    Per instruction: ``op`` (Op), ``args`` (the columns above), and ``bounds``: where its waits
-    start, where its signals start and where they end in ``toks``, the token numbers; tokens are
-    numbered in order of first use (``tokens`` holds their names, for a deadlock message).
+    Per instruction (a column each, so that one argument of every instruction is contiguous):
+    ``args`` (the rows above), and ``bounds``: where its waits start, where its signals start and
+    where they end in ``toks``, the token numbers; tokens are numbered in order of first use
+    (``tokens`` holds their names, for a deadlock message). ``op`` is each instruction's Op.
     ``rows`` lists the instructions of each op present, in order.
     """
 
@@ -45,11 +46,11 @@ class Columns:
     stream_slot: np.ndarray
     stream_len: np.ndarray
     op: np.ndarray
-    args: np.ndarray
+    args: np.ndarray                            # [ARG_COLS, instructions]
     rows: dict[Op, np.ndarray]
     to_sets: tuple[tuple[int, ...], ...]          # distinct multicast destinations (cores)
     passes: tuple[tuple[int, int, str, int | None], ...]  # distinct (rows, k, dtype, cols) of matmuls
-    bounds: np.ndarray
+    bounds: np.ndarray                          # [3, instructions]
     toks: np.ndarray
     tokens: tuple[str, ...]
 
@@ -82,10 +83,11 @@ def build_columns(streams: dict[tuple[int, str], tuple[Instruction, ...]]) -> Co
         stream_core=np.array([core for core, _ in keys], np.int64),
         stream_slot=np.array([CORE_UNITS.index(u) if u in CORE_UNITS else HOST_SLOT for _, u in keys], np.int64),
         stream_len=np.array([len(s) for s in streams.values()], np.int64),
-        op=op_col, args=np.array(args, np.int64).reshape(-1, ARG_COLS),
+        op=op_col, args=np.array(args, np.int64).reshape(-1, ARG_COLS).T.copy(),
         rows={Op(int(o)): np.flatnonzero(op_col == o) for o in np.unique(op_col)},
         to_sets=tuple(to_sets), passes=tuple(passes),
-        bounds=np.array(bounds, np.int64).reshape(-1, 3), toks=np.array(toks, np.int64), tokens=tuple(token_id))
+        bounds=np.array(bounds, np.int64).reshape(-1, 3).T.copy(), toks=np.array(toks, np.int64),
+        tokens=tuple(token_id))
 
 
 def _args(ins: Instruction, to_sets: dict, passes: dict) -> tuple[int, tuple[int, ...]]:

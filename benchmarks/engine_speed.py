@@ -38,6 +38,7 @@ CHECKOUT = Path(os.environ.get("ENGINE_SPEED_CHECKOUT", ROOT))  # the tree a chi
 sys.path.insert(0, str(CHECKOUT))
 
 import numba  # noqa: E402
+from checkout import reference_checkout  # noqa: E402
 
 import spyre_emu  # noqa: E402
 from spyre_emu import load_machine, load_program  # noqa: E402
@@ -210,20 +211,12 @@ def main() -> None:
     print(f"spyre-emu engine speed: Python {platform.python_version()}, numba {numba.__version__}, "
           f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load average "
           + " ".join(f"{x:.1f}" for x in os.getloadavg()))
-    with tempfile.TemporaryDirectory() as tmp:
-        ref_root = Path(tmp) / "reference"
-        if args.reference:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
-                           check=True)
-        try:
-            runs, ref_runs = [], []
-            for _ in range(args.rounds):
-                runs.append(run_child(ROOT))
-                if args.reference:
-                    ref_runs.append(run_child(ref_root))
-        finally:
-            if args.reference:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref_root)], check=True)
+    runs, ref_runs = [], []
+    with reference_checkout(ROOT, args.reference) as ref_root:
+        for _ in range(args.rounds):
+            runs.append(run_child(ROOT))
+            if ref_root:
+                ref_runs.append(run_child(ref_root))
     rows = fastest(runs)
     show(rows, fastest(ref_runs) if args.reference else None)
     print(f"  (load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")

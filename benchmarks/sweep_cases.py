@@ -19,10 +19,10 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from checkout import reference_checkout
 from stages import timed_stages
 
 import spyre_emu
@@ -75,31 +75,22 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.repeat)))
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        ref_root = Path(tmp) / "reference"
-        if args.reference:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
-                           check=True)
-        try:
-            measure(ROOT, args.case[0], 1)  # warm the numba caches of both checkouts
-            if args.reference:
-                measure(ref_root, args.case[0], 1)
-            for case in args.case:
-                new = measure(ROOT, case, args.repeat)
-                line = f"{case:<44} {new['wall_s']:7.2f} s  {new['latency_us']:10.2f} us"
-                if args.reference:
-                    ref = measure(ref_root, case, args.repeat)
-                    same = "latency equal" if ref["latency_us"] == new["latency_us"] else \
-                        f"LATENCY DIFFERS: reference {ref['latency_us']}"
-                    line += f"  reference {ref['wall_s']:7.2f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
-                print(line)
-                print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
-                if args.reference:
-                    print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
-        finally:
-            if args.reference:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref_root)], check=True)
-
+    with reference_checkout(ROOT, args.reference) as ref_root:
+        measure(ROOT, args.case[0], 1)  # warm the numba caches of both checkouts
+        if ref_root:
+            measure(ref_root, args.case[0], 1)
+        for case in args.case:
+            new = measure(ROOT, case, args.repeat)
+            line = f"{case:<44} {new['wall_s']:7.2f} s  {new['latency_us']:10.2f} us"
+            if ref_root:
+                ref = measure(ref_root, case, args.repeat)
+                same = "latency equal" if ref["latency_us"] == new["latency_us"] else \
+                    f"LATENCY DIFFERS: reference {ref['latency_us']}"
+                line += f"  reference {ref['wall_s']:7.2f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
+            print(line)
+            print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
+            if ref_root:
+                print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
 
 if __name__ == "__main__":
     main()

@@ -8,18 +8,18 @@ the loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..unit_program import HOST_CORE, Instruction, UnitProgram
-from ..unit_program.model import matmul_repeat
+from ..unit_program import columns as C
+from ..unit_program.columns import Columns
 from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, Op
 from . import layout as L
 from . import systolic
 from .queue import new_queue
-
-OP_BY_NAME = {op.name.lower(): op for op in Op}  # "load" -> Op.LOAD, without an Enum lookup per instruction
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,12 @@ class Packed:
 
 
 def unit_names(machine: Machine) -> list[str]:
-    names = [f"core{c}.{u}" for c in range(machine.cores.count) for u in CORE_UNITS]
-    return [*names, HOST_UNIT]
+    return list(_unit_names(machine.cores.count))
+
+
+@cache
+def _unit_names(cores: int) -> tuple[str, ...]:
+    return (*(f"core{c}.{u}" for c in range(cores) for u in CORE_UNITS), HOST_UNIT)
 
 
 def unit_index(machine: Machine, core: int, unit: str) -> int:
@@ -62,107 +66,133 @@ def sfu_stick_cycles(machine: Machine, op: str) -> int:
 
 
 def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True) -> Packed:
-    instructions = program.instructions()
     names = unit_names(machine)
-    us = _units(machine, len(names))
-    ins, toks, tokens = _table(program, machine, us)
-    state = _state(machine, ins, toks, us, len(tokens), len(instructions), max_cycles)
+    us = _units(machine)
+    cols = program.columns
+    ins, toks = _table(cols, machine, us)
+    state = _state(machine, ins, toks, us, len(cols.tokens), len(cols.instructions), max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops
     state[L.ST_CFG][L.C_SEND_HOLD] = machine.ring.send_stick_cycles
     state[L.ST_CFG][L.C_PIECE_SETUP] = machine.dma.piece_setup_cycles
     state[L.ST_CFG][L.C_LINE_SHIFT] = machine.dram.interleave_bytes.bit_length() - 1
     state[L.ST_CFG][L.C_CHANNEL_SHIFT] = machine.dram.channels.bit_length() - 1
     state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
-    return Packed(state, instructions, names, tokens)
+    return Packed(state, list(cols.instructions), names, list(cols.tokens))
 
 
-def _table(program: UnitProgram, machine: Machine, us: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """The instruction table, the token lists and the token names; sets each unit's instruction range
-    in ``us``. Programs repeat instructions: each distinct (op, args) is encoded once, then the rows
-    are gathered and the unit and token columns filled with numpy."""
-    token_id: dict[str, int] = {}  # numbered in order of first use (only a deadlock message names them)
-    shapes: dict[tuple, int] = {}
-    encoded: list[list[int]] = []
-    shape_of: list[int] = []
-    unit_of: list[int] = []
-    bounds: list[int] = []  # per instruction: where its waits start, where its signals start and end
-    toks: list[int] = []
-    for (core, unit), stream in program.streams.items():
-        u = unit_index(machine, core, unit)
-        us[u, L.U_PC], us[u, L.U_END] = len(shape_of), len(shape_of) + len(stream)
-        us[u, L.U_OLDEST] = us[u, L.U_PC]
-        unit_of += [u] * len(stream)
-        for item in stream:
-            key = (item.op, *item.args.items())
-            k = shapes.get(key)
-            if k is None:
-                k = shapes[key] = len(encoded)
-                encoded.append(_encode(item, machine))
-            shape_of.append(k)
-            first = len(toks)
-            if item.wait or item.signal:
-                toks += [token_id.setdefault(t, len(token_id)) for t in item.wait]
-                bounds += (first, len(toks))
-                toks += [token_id.setdefault(t, len(token_id)) for t in item.signal]
-                bounds.append(len(toks))
-            else:
-                bounds += (first, first, first)
-    if not shape_of:
-        return np.zeros((1, L.I_COLS), np.int64), np.zeros(1, np.int64), []
-    ins = np.array(encoded, np.int64)[shape_of]
-    ins[:, L.I_UNIT] = unit_of
-    b = np.array(bounds, np.int64).reshape(-1, 3)
-    ins[:, L.I_W0], ins[:, L.I_W1], ins[:, L.I_S0], ins[:, L.I_S1] = b[:, 0], b[:, 1], b[:, 1], b[:, 2]
-    return ins, np.array(toks or [0], np.int64), list(token_id)
+def _table(cols: Columns, machine: Machine, us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The instruction table and the token lists, with numpy over the program's columns; sets each
+    unit's instruction range in ``us``."""
+    n, per_core = len(cols.op), len(CORE_UNITS)
+    if not n:
+        return np.zeros((1, L.I_COLS), np.int64), np.zeros(1, np.int64)
+    unit = np.where(cols.stream_core == HOST_CORE, machine.cores.count * per_core,
+                    cols.stream_core * per_core + cols.stream_slot)
+    end = np.cumsum(cols.stream_len)
+    us[unit, L.U_PC] = us[unit, L.U_OLDEST] = end - cols.stream_len
+    us[unit, L.U_END] = end
+    ins = np.zeros((n, L.I_COLS), np.int64)
+    ins[:, L.I_OP] = cols.op
+    ins[:, L.I_UNIT] = np.repeat(unit, cols.stream_len)
+    if len(cols.toks):  # else every range is empty, at 0
+        ins[:, L.I_W0], ins[:, L.I_W1] = cols.bounds[0], cols.bounds[1]
+        ins[:, L.I_S0], ins[:, L.I_S1] = cols.bounds[1], cols.bounds[2]
+    for op, rows in cols.rows.items():
+        every = len(rows) == n  # then slices, not gathers
+        _ENCODERS[op](ins, slice(None) if every else rows, cols.args if every else cols.args[:, rows], cols,
+                      machine)
+    return ins, cols.toks if len(cols.toks) else np.zeros(1, np.int64)
 
 
-def _encode(item: Instruction, machine: Machine) -> list[int]:
-    """The instruction's row of the table, without its unit and token ranges."""
-    row = [0] * L.I_COLS
-    a = item.args
-    if item.op in SFU_OPS:
-        per_stick, latency = sfu_stick_cycles(machine, item.op), machine.sfu.latency_cycles
-        row[L.I_OP], row[L.I_A0] = Op.SFU, SFU_OPS[item.op].code
-        row[L.I_A1], row[L.I_A3] = int(a["a"] == "fifo"), int(a["out"] == "fifo")
-        row[L.I_A4], row[L.I_A5], row[L.I_A6] = a["sticks"], per_stick, latency
-        row[L.I_DUR] = latency + a["sticks"] * per_stick
-        return row
-    op = OP_BY_NAME[item.op]
-    row[L.I_OP] = op
-    if op in (Op.LOAD, Op.STORE, Op.H2D, Op.D2H):
-        row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["dram"], a.get("lx", 0), a["bytes"]
-        row[L.I_A5] = a.get("piece", a["bytes"])
-        row[L.I_A6] = a.get("stride", row[L.I_A5])
-        row[L.I_DUR] = machine.pcie.latency_cycles if op in (Op.H2D, Op.D2H) else 0
-        if "to" in a:
-            row[L.I_A3] = sum(1 << machine.stop_of(f"core{c}") for c in a["to"])
-            row[L.I_A4] = len(a["to"])
-    elif op == Op.SEND:
-        row[L.I_A0], row[L.I_A1], row[L.I_A2] = a["lx"], a["to_core"], a["bytes"]
-        row[L.I_A3] = machine.stop_of(f"core{a['to_core']}")
-        row[L.I_A5] = row[L.I_A6] = a["bytes"]  # one piece
-    elif op in (Op.LX2FIFO, Op.FIFO2LX):
-        row[L.I_A4] = a["bytes"] // STICK_BYTES
-    else:
-        row[L.I_DUR] = matmul_repeat(a) * pt_pass_cycles(machine, a["rows"], a["k"], a.get("dtype", "fp16"),
-                                                         a.get("cols"))
-    return row
+# An encoder fills the table's rows ``at`` of one op from ``a``, those instructions' columns of args.
+def _dma(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    """Loads, stores and PCIe copies: addresses, bytes, pieces, a multicast's stops and count."""
+    ins[at, L.I_A0], ins[at, L.I_A1], ins[at, L.I_A2] = a[C.DMA_DRAM], a[C.DMA_LX], a[C.DMA_BYTES]
+    ins[at, L.I_A5], ins[at, L.I_A6] = a[C.DMA_PIECE], a[C.DMA_STRIDE]
+    if ins[at, L.I_OP][0] in (Op.H2D, Op.D2H):
+        ins[at, L.I_DUR] = machine.pcie.latency_cycles
+    to = a[C.DMA_TO]
+    if cols.to_sets and (to >= 0).any():
+        stop = _core_stops(machine)
+        masks = np.array([sum(1 << int(stop[c]) for c in cores) for cores in cols.to_sets], np.int64)
+        sizes = np.array([len(cores) for cores in cols.to_sets], np.int64)
+        multicast = np.arange(ins.shape[0])[at][to >= 0]
+        ins[multicast, L.I_A3], ins[multicast, L.I_A4] = masks[to[to >= 0]], sizes[to[to >= 0]]
 
 
-def _units(machine: Machine, count: int) -> np.ndarray:
+def _send(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    ins[at, L.I_A0], ins[at, L.I_A1], ins[at, L.I_A2] = a[C.SEND_LX], a[C.SEND_TO_CORE], a[C.SEND_BYTES]
+    ins[at, L.I_A3] = _core_stops(machine)[a[C.SEND_TO_CORE]]
+    ins[at, L.I_A5] = ins[at, L.I_A6] = a[C.SEND_BYTES]  # one piece
+
+
+def _move(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    """LX <-> FIFO: sticks."""
+    ins[at, L.I_A4] = a[C.MOVE_BYTES] // STICK_BYTES
+
+
+def _matmul(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    """``repeat`` passes: the cycles of each distinct pass shape are worked out once."""
+    cycles = np.array([pt_pass_cycles(machine, r, k, dtype, c) for r, k, dtype, c in cols.passes], np.int64)
+    ins[at, L.I_DUR] = a[C.MM_REPEAT] * cycles[a[C.MM_PASS]]
+
+
+def _sfu(ins: np.ndarray, at, a: np.ndarray, cols: Columns, machine: Machine) -> None:
+    per_stick = np.array([sfu_stick_cycles(machine, name) for name in SFU_OPS], np.int64)[a[C.SFU_CODE]]
+    latency = machine.sfu.latency_cycles
+    ins[at, L.I_A0], ins[at, L.I_A1] = a[C.SFU_CODE], a[C.SFU_FIFO_IN]
+    ins[at, L.I_A3], ins[at, L.I_A4] = a[C.SFU_FIFO_OUT], a[C.SFU_STICKS]
+    ins[at, L.I_A5], ins[at, L.I_A6] = per_stick, latency
+    ins[at, L.I_DUR] = latency + a[C.SFU_STICKS] * per_stick
+
+
+_ENCODERS = {Op.LOAD: _dma, Op.STORE: _dma, Op.H2D: _dma, Op.D2H: _dma, Op.SEND: _send,
+             Op.LX2FIFO: _move, Op.FIFO2LX: _move, Op.MATMUL: _matmul, Op.SFU: _sfu}
+
+
+@cache
+def _mover_units(cores: int) -> np.ndarray:
+    """The units that may have sticks in flight: each core's load, store and send, and the host's."""
+    slots = [CORE_UNITS.index(u) for u in ("load", "store", "send")]
+    units = np.array([c * len(CORE_UNITS) + s for c in range(cores) for s in slots] + [cores * len(CORE_UNITS)])
+    units.setflags(write=False)
+    return units
+
+
+def _core_stops(machine: Machine) -> np.ndarray:
+    """Each core's ring stop (read-only)."""
+    return _core_stops_of(machine.ring.stops, machine.cores.count)
+
+
+# What depends on the ring and the core count only is worked out once per ring and count: pack runs
+# once per simulation, and short programs simulate in about the time a Python loop over units takes.
+@cache
+def _core_stops_of(stops: tuple[str, ...], cores: int) -> np.ndarray:
+    stop = {name: s for s, name in enumerate(stops)}
+    out = np.array([stop[f"core{c}"] for c in range(cores)], np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def _units(machine: Machine) -> np.ndarray:
+    return _units_of(machine.ring.stops, machine.cores.count, pcie_interval_fp(machine)).copy()
+
+
+@cache
+def _units_of(stops: tuple[str, ...], cores: int, pcie_fp: int) -> np.ndarray:
+    count = cores * len(CORE_UNITS) + 1
     us = np.zeros((count, L.U_COLS), np.int64)
     us[:, [L.U_WAITTOK, L.U_WAITSINCE, L.U_BLOCKSINCE]] = -1
     us[:, L.U_INTERVAL_FP] = L.FP_ONE
-    per_core = len(CORE_UNITS)
-    for u in range(count - 1):
-        core, slot = divmod(u, per_core)
-        us[u, L.U_STOP] = machine.stop_of(f"core{core}")
-        us[u, L.U_CORE] = core
-        us[u, L.U_CORELET] = 2 * core + (1 if CORE_UNITS[slot].endswith("1") else 0)
+    core = np.arange(count - 1) // len(CORE_UNITS)
+    us[:-1, L.U_STOP] = _core_stops_of(stops, cores)[core]
+    us[:-1, L.U_CORE] = core
+    us[:-1, L.U_CORELET] = 2 * core + np.tile([u.endswith("1") for u in CORE_UNITS], cores)
     host = count - 1
-    us[host, L.U_STOP] = machine.stop_of("pcie")
+    us[host, L.U_STOP] = stops.index("pcie")
     us[host, L.U_CORE] = HOST_CORE
-    us[host, L.U_INTERVAL_FP] = pcie_interval_fp(machine)
+    us[host, L.U_INTERVAL_FP] = pcie_fp
+    us.setflags(write=False)
     return us
 
 
@@ -193,18 +223,21 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     fifo = np.zeros((4 * machine.cores.count, L.F_COLS), np.int64)
     fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
     link = np.zeros((2 * len(machine.ring.stops), L.L_COLS), np.int64)
-    chunk = np.zeros((n_units * (machine.dma.max_inflight_bytes // STICK_BYTES), L.K_COLS), np.int64)
+    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
+    movers = _mover_units(machine.cores.count)
+    movers = movers[us[movers, L.U_END] > us[movers, L.U_PC]]  # the DMA units that have instructions
+    # Request slots: unit u's are rows u * inflight_sticks on (dma.issue_nb); only DMA units issue.
+    chunk = np.zeros((max(int(movers.max(initial=-1)) + 1, 1) * inflight_sticks, L.K_COLS), np.int64)
     per_mc = d.channels // d.controllers
     chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
     rx_port = np.zeros(machine.cores.count, np.int64)
-    # Pending events: one per in-flight stick or request of each DMA unit (a multicast stick: one
-    # per direction, and one per copy being written where it passed: ring.travel_nb), one per stick
-    # in a FIFO (becoming visible), and a few per unit and channel.
+    # Pending events: one per in-flight stick or request of each DMA unit that has instructions (a
+    # multicast stick: one per direction, and one per copy being written where it passed:
+    # ring.travel_nb), one per stick in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
     copies = int(ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4].max(initial=0))
-    ev, qa = new_queue(n_units * (2 * inflight_sticks + 8) + machine.cores.count * inflight_sticks * copies
-                       + fifo_sticks + 1024)
+    ev, qa = new_queue(len(movers) * 2 * inflight_sticks + n_units * 8
+                       + machine.cores.count * inflight_sticks * copies + fifo_sticks + 1024)
     times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
     times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
@@ -214,15 +247,22 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
 
 
 def _stops(machine: Machine) -> np.ndarray:
+    return _stops_of(machine.ring.stops, machine.cores.count).copy()
+
+
+@cache
+def _stops_of(names: tuple[str, ...], cores: int) -> np.ndarray:
     """Per ring stop: what can put sticks on the ring there (see ring.travel_nb)."""
-    stops = np.full((len(machine.ring.stops), 3), -1, np.int64)
+    per_core = len(CORE_UNITS)
+    stops = np.full((len(names), 3), -1, np.int64)
     stops[:, L.R_KIND] = L.STOP_QUIET
-    for s, name in enumerate(machine.ring.stops):
+    for s, name in enumerate(names):
         if name.startswith("mc"):
             stops[s, L.R_KIND] = L.STOP_MEMORY
         elif name == HOST_UNIT:
-            stops[s, [L.R_KIND, L.R_INJ0]] = L.STOP_UNITS, unit_index(machine, HOST_CORE, HOST_UNIT)
+            stops[s, [L.R_KIND, L.R_INJ0]] = L.STOP_UNITS, cores * per_core
         else:
-            core = int(name.removeprefix("core"))
-            stops[s] = L.STOP_UNITS, unit_index(machine, core, "store"), unit_index(machine, core, "send")
+            base = int(name.removeprefix("core")) * per_core
+            stops[s] = L.STOP_UNITS, base + CORE_UNITS.index("store"), base + CORE_UNITS.index("send")
+    stops.setflags(write=False)
     return stops

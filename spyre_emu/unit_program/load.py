@@ -20,6 +20,7 @@ from ..errors import ProgramError
 from ..files import output_name, program_input, read_bytes
 from ..numerics import value_range
 from .checks import check_instruction, check_pieces
+from .columns import build_columns
 from .model import HOST_CORE, Buffer, Instruction, UnitProgram, dram_span
 from .opcodes import CORE_UNITS, HOST_UNIT, UNIT_OPS, unit_kind
 
@@ -174,7 +175,7 @@ def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", s
     _check_tokens(streams, source)
     ordered = dict(sorted(streams.items(), key=lambda kv: (kv[0][0] < 0, kv[0][0],
                                                           _unit_order(kv[0][1]))))
-    return UnitProgram(source, buffers, ordered)
+    return UnitProgram(source, buffers, ordered, build_columns(ordered))
 
 
 def _unit_order(unit: str) -> int:

@@ -6,8 +6,12 @@ as the real runtime patches programs at launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .columns import Columns
 
 HOST_CORE = -1  # the ``core`` of host (PCIe) instructions
 
@@ -46,14 +50,16 @@ class Instruction:
 
 @dataclass(frozen=True)
 class UnitProgram:
-    """Streams keyed by (core, unit name), in core then unit order; host streams use HOST_CORE."""
+    """Streams keyed by (core, unit name), in core then unit order; host streams use HOST_CORE.
+    ``columns``: the same instructions as arrays (columns.build_columns), what the engine packs."""
 
     source: str
     buffers: dict[str, Buffer]
     streams: dict[tuple[int, str], tuple[Instruction, ...]]
+    columns: Columns = field(repr=False, compare=False)
 
     def instructions(self) -> list[Instruction]:
-        return [ins for stream in self.streams.values() for ins in stream]
+        return list(self.columns.instructions)
 
 
 def dram_pieces(args: dict) -> list[tuple[int, int]]:

@@ -107,9 +107,16 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
     spec, host = OPS[kernel.op], stick_hosts(out)[0]
     steps = ((spec.sfu, tuple(range(spec.arity))),) if isinstance(spec.sfu, str) else spec.sfu
     stick_dim = dim_map(out)[-1]
+    homes = [target.residents.get(t.name) for t in tensors]
+    moves = spec.sfu == "copy" and tensors[0].layout == out and (homes[0] is None) != (homes[1] is None)
     shares = {}
     for core, runs in core_runs(out, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        lx = (homes[0] or homes[1]).addr(core, ids, src, kernel.path) if moves else None
+        if lx is not None and (np.diff(lx) == STICK_BYTES).all():
+            shares[core] = partial(lower_dma_copy, names=(tensors[0].name, tensors[1].name), runs=runs,
+                                   lx=int(lx[0]), load=homes[1] is not None)
+            continue
         inputs = []
         for t in tensors[:-1]:
             size = np.array(t.layout.shape)
@@ -122,6 +129,16 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                                step=target.stepper(kernel),
                                dtype=out.dtype, where=(src, kernel.path))
     return shares
+
+
+def lower_dma_copy(core: CoreStreams, *, names: tuple[str, str], runs: Runs, lx: int, load: bool) -> None:
+    """A copy between DRAM and an LX tensor of the same layout is one DMA transfer, no SFU pass: the
+    load and store units move DRAM <-> LX themselves (the clone that stages an input in LX, a tile
+    copied in or out; docs/decisions/sfu.md)."""
+    if load:
+        core.dma("load", names[0], runs, lx)
+    else:
+        core.dma("store", names[1], runs, lx)
 
 
 def _check_broadcast(t: Tensor, out: Tensor, src: str, where: str) -> None:

@@ -70,15 +70,17 @@ def elementwise(op: str, rows: int, cols: int, cores: int, note: str, arity: int
 
 
 def softmax_stages(extra: int, cores: int, rows: int = 256, cols: int = 512) -> dict:
-    """One of the 8 row tiles of torch-spyre's softmax_stages sweep (2048 x 512): the input cloned to LX,
-    max and sum along the row, ``extra`` sigmoid stages between sub and exp, every intermediate in LX."""
+    """One of the 8 row tiles of torch-spyre's softmax_stages sweep (2048 x 512), as torch-spyre's softmax
+    SDSCs run it (../shared/sdsc-examples/softmax): the input cloned to LX (identity), max along the row,
+    sub into a second LX tensor, ``extra`` sigmoid stages on it, exp back into the clone's space, sum,
+    realdiv out to DRAM."""
     t = _tensor
     tensors = {"x": t([rows, cols], "input"), "c": t([rows, cols], "intermediate", "lx"),
-               "m": t([rows, 1], "intermediate", "lx"), "s": t([rows, 1], "intermediate", "lx"),
-               "y": t([rows, cols], "output")}
-    steps = [("identity", ["x"], "c"), ("max", ["c"], "m"), ("sub", ["c", "m"], "c")]
-    steps += [("sigmoid", ["c"], "c")] * extra
-    steps += [("exp", ["c"], "c"), ("sum", ["c"], "s"), ("realdiv", ["c", "s"], "y")]
+               "d": t([rows, cols], "intermediate", "lx"), "m": t([rows, 1], "intermediate", "lx"),
+               "s": t([rows, 1], "intermediate", "lx"), "y": t([rows, cols], "output")}
+    steps = [("identity", ["x"], "c"), ("max", ["c"], "m"), ("sub", ["c", "m"], "d")]
+    steps += [("sigmoid", ["d"], "d")] * extra
+    steps += [("exp", ["d"], "c"), ("sum", ["c"], "s"), ("realdiv", ["c", "s"], "y")]
     kernels = [{"name": f"k{i}_{op}", "op": op, "inputs": ins, "outputs": [out], "dims": {"mb": rows, "out": cols},
                 "work_division": {"mb": cores}} for i, (op, ins, out) in enumerate(steps)]
     return {"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors, "kernels": kernels,

@@ -90,16 +90,18 @@ PREFILL_WHY = ("with (32,1,1) each core owns 16 rows of C and needs all of B; B 
 
 SWEEP = "torch-spyre cost-model sweep"
 STAGES_WHY = ("each pair of sigmoid stages added costs what silicon's does (the SFU's 16 cycles a stick on each of two "
-              "SFUs, [sfu.cost_cycles], is read off these increments); the base chain costs about two passes more "
-              "than silicon's: this program clones the input into LX with an SFU copy, and splats each row's max "
-              "and sum across the lanes with an SFU pass before sub and div, where silicon's LX load unit may "
-              "splat as it reads (docs/decisions/sfu.md)")
+              "SFUs, [sfu.cost_cycles], is read off these increments); the base chain is five SFU passes (max, sub, "
+              "exp, sum, div: the clone into LX is a DMA load, the max and sum are read splatted), a few per cent "
+              "above silicon's: each tile's clone and launch are not overlapped with the tile before "
+              "(docs/decisions/sfu.md)")
 POINTWISE_WHY = ("a standalone pointwise kernel on one or two cores takes 4.2-6.7 cycles a stick per core on "
                  "silicon (neg, gelu, add on one core: 4.2, 5.3, 6.1; neg, gelu on two: 6.5, 6.7), faster than an "
-                 "LX-resident stage of a chain (7.8) or a row reduction (8.2), which set [sfu.cost_cycles]; what "
-                 "lets it go faster (both corelets' SFUs where a chain "
-                 "uses one, or SuperDSC's split of the work between the PE array and the SFU, peSfpSplit_) is not "
-                 "known, so the model charges every SFU pass the same")
+                 "LX-resident stage of a chain (7.8) or a row reduction (8.2), which set [sfu.cost_cycles]. The "
+                 "rates look DMA-bound (neg moves 64 MB in 990 µs: 68 GB/s on one core, ~85 on two, ~105 on 32), "
+                 "but that needs an SFU pass of at most ~4 cycles a stick there, half what chains and reductions "
+                 "take, and gelu is slower than neg on one core; nothing public says what makes a streamed pass "
+                 "faster (the SDSCs give every op one corelet and an empty peSfpSplit_), so the model charges "
+                 "every SFU pass the same")
 BALANCED_WHY = ("DRAM sets this time on 32 cores (an SFU pass hides under it at any cost up to ~80 cycles a "
                 "stick); the model streams equal reads and writes at ~134 GB/s where silicon gets ~105 (torch-spyre's "
                 "cost model: the bus turning between reads and writes), a DRAM rate left as it is "
@@ -155,11 +157,11 @@ MEASUREMENTS = (
     Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, "
                 "input cloned to LX", 23.67, "µs", "torch-spyre scratchpad planning doc",
                 ("softmax_dim0_512x1024_lx_1core",), _us,
-                "six SFU passes (the clone, max, sub, exp, sum, div) over 8,192 sticks take 393K cycles (357 µs) "
-                "at the ~8 cycles a stick per core that torch-spyre's softmax_stages sweep and one-core row "
-                "reductions show for every op, transcendental or not (rows below, docs/decisions/sfu.md); 23.67 µs "
-                "leaves 3.2 cycles a stick for all six passes together. The doc does not say how it was timed; "
-                "the model follows the sweep"),
+                "five SFU passes (max, sub, exp, sum, div; the clone is a DMA load) over 8,192 sticks take 328K "
+                "cycles (298 µs) at the ~8 cycles a stick per core that torch-spyre's softmax_stages sweep and "
+                "one-core row reductions show for every op, transcendental or not (rows below, "
+                "docs/decisions/sfu.md); 23.67 µs leaves 3.2 cycles a stick for all five passes together. The doc "
+                "does not say how it was timed; the model follows the sweep"),
     Measurement("prefill_4096", "matmul [1,512,4096]×[4096,4096]: (32,1,1) time / (8,4,1) time", 2.59, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x4096_split32x1", "prefill_512x4096x4096_split8x4"),
                 _ratio, PREFILL_WHY),

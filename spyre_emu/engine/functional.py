@@ -171,6 +171,8 @@ def _sfu(card: Card, ins: Instruction, lx: np.ndarray) -> bool:
     for field in SFU_OPERANDS[len(operands):SFU_OPS[ins.op].arity]:
         count = 1 if a.get(f"{field}_broadcast") else n
         value = to_f32(lx[a[field]:a[field] + count * STICK_BYTES].copy(), dtype).reshape(count, lanes)
+        if a.get(f"{field}_splat"):  # lane 0 to every lane as the LX load unit reads it
+            value = np.repeat(value[:, :1], lanes, axis=1)
         operands.append(np.broadcast_to(value, (n, lanes)))
     out = from_f32(sfu_apply(ins.op, *operands).reshape(-1), a.get("out_dtype", dtype))
     if a["out"] == "fifo":

@@ -3,10 +3,12 @@
 An op is a list of SFU steps over the kernel's inputs (most ops are one step); a kernel may have
 several such lists, one per output stick (a cast widens the low or the high half of a stick). Inputs broadcast
 numpy-style over their size-1 dims: each output stick reads, from each input, the stick holding
-its host index with those dims at 0; an input broadcast along the stick dim is splatted (lane 0
-to every lane) first. DRAM inputs are loaded per chunk (only the distinct sticks it needs), LX
-inputs are read in place and an LX output is written in place. Two buffer sets alternate
-(double buffering: chunk q + 2 reuses chunk q's set) and the two corelets' SFUs each take half.
+its host index with those dims at 0; an input broadcast along the stick dim is read with lane 0
+splatted to every lane (``*_splat``: the LX load unit splats as it reads, no extra pass; SuperDSC
+gives such an operand stride 0 over the lanes, docs/decisions/sfu.md). DRAM inputs are loaded per
+chunk (only the distinct sticks it needs), LX inputs are read in place and an LX output is written
+in place. Two buffer sets alternate (double buffering: chunk q + 2 reuses chunk q's set) and the
+two corelets' SFUs each take half.
 """
 
 from __future__ import annotations
@@ -54,13 +56,11 @@ def lower_pointwise(core: CoreStreams, *, steps: tuple[tuple[Step, ...], ...], i
         n = sum(count for _, count in piece)
         bufs = [(2 * i + q % 2) * chunk * STICK_BYTES for i in range(len(inputs) + 1)]
         loads: list[dict] = []
-        addrs, splats = [], []
-        for op, buf in zip(inputs, bufs, strict=False):
-            addr, splat = _operand(core, op, op.ids[pos:pos + n], buf, piece, loads, where)
-            addrs.append(addr)
-            splats += [splat] if splat else []
+        addrs = [_operand(core, op, op.ids[pos:pos + n], buf, piece, loads, where)
+                 for op, buf in zip(inputs, bufs, strict=False)]
+        splat = {i for i, op in enumerate(inputs) if op.splat}
         out = out_home.addr(core.core, out_ids[pos:pos + n], *where) if out_home else stick_addrs(bufs[-1], n)
-        work = {unit: _half_ops(steps, variant[pos:pos + n], addrs, splats, out, lo, hi, (dtype, out_dtype))
+        work = {unit: _half_ops(steps, variant[pos:pos + n], addrs, splat, out, lo, hi, (dtype, out_dtype))
                 for unit, (lo, hi) in halves(n).items()}
         stores = [] if out_home else core.dma("store", output, piece, bufs[-1])
         core.wire_chunk(q, loads, work, stores)
@@ -68,37 +68,29 @@ def lower_pointwise(core: CoreStreams, *, steps: tuple[tuple[Step, ...], ...], i
 
 
 def _operand(core: CoreStreams, op: Operand, ids: np.ndarray, buf: int, piece: Runs, loads: list[dict],
-             where: tuple[str, str]) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
-    """The operand's address for each chunk position, loading what it needs into ``buf``; and for a
-    splatted operand (slot of each position, source and destination of each slot)."""
+             where: tuple[str, str]) -> np.ndarray:
+    """The operand's address for each chunk position, loading what it needs into ``buf``."""
     if op.full and op.resident is None:
         loads += core.dma("load", op.name, piece, buf)
-        return stick_addrs(buf, len(ids)), None
+        return stick_addrs(buf, len(ids))
     distinct, slot = np.unique(ids, return_inverse=True)  # ascending: runs load in device order
     if op.resident is None:
         loads += core.dma("load", op.name, as_runs(distinct), buf)
-        src = stick_addrs(buf, len(distinct))
-    else:
-        src = op.resident.addr(core.core, distinct, *where)
-    if not op.splat:
-        return src[slot], None
-    dst = stick_addrs(buf, len(distinct))
-    return dst[slot], (slot, src, dst)
+        return stick_addrs(buf, len(distinct))[slot]
+    return op.resident.addr(core.core, distinct, *where)[slot]
 
 
-def _half_ops(steps: tuple[tuple[Step, ...], ...], variant: np.ndarray, addrs: list[np.ndarray], splats: list,
+def _half_ops(steps: tuple[tuple[Step, ...], ...], variant: np.ndarray, addrs: list[np.ndarray], splat: set[int],
               out: np.ndarray, lo: int, hi: int, dtypes: tuple[str, str | None]) -> list[dict]:
-    """One corelet's SFU ops for chunk positions [lo, hi): splats of what it reads, then the steps,
-    stretch by stretch of positions taking the same steps."""
-    ops, dtype = [], dtypes[0]
-    for slot, src, dst in splats:
-        used = np.unique(slot[lo:hi])
-        ops += sfu_ops("splat", [src[used]], dst[used], dtype)
+    """One corelet's SFU ops for chunk positions [lo, hi), stretch by stretch of positions taking the
+    same steps; the inputs in ``splat`` are read splatted."""
+    ops = []
     cuts = [lo, *(lo + 1 + np.flatnonzero(np.diff(variant[lo:hi]))).tolist(), hi]
     for s, e in zip(cuts, cuts[1:], strict=False):
         for sfu_op, args in steps[variant[s]] if e > s else ():
             operands = [(out if a == "t" else addrs[a])[s:e] for a in args]
-            ops += sfu_ops(sfu_op, operands, out[s:e], *dtypes)
+            ops += sfu_ops(sfu_op, operands, out[s:e], *dtypes,
+                           splat=tuple(k for k, a in enumerate(args) if a != "t" and a in splat))
     return ops
 
 
@@ -115,9 +107,16 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
     spec, host = OPS[kernel.op], stick_hosts(out)[0]
     steps = ((spec.sfu, tuple(range(spec.arity))),) if isinstance(spec.sfu, str) else spec.sfu
     stick_dim = dim_map(out)[-1]
+    homes = [target.residents.get(t.name) for t in tensors]
+    moves = spec.sfu == "copy" and tensors[0].layout == out and (homes[0] is None) != (homes[1] is None)
     shares = {}
     for core, runs in core_runs(out, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        lx = (homes[0] or homes[1]).addr(core, ids, src, kernel.path) if moves else None
+        if lx is not None and (np.diff(lx) == STICK_BYTES).all():
+            shares[core] = partial(lower_dma_copy, names=(tensors[0].name, tensors[1].name), runs=runs,
+                                   lx=int(lx[0]), load=homes[1] is not None)
+            continue
         inputs = []
         for t in tensors[:-1]:
             size = np.array(t.layout.shape)
@@ -130,6 +129,16 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                                step=target.stepper(kernel),
                                dtype=out.dtype, where=(src, kernel.path))
     return shares
+
+
+def lower_dma_copy(core: CoreStreams, *, names: tuple[str, str], runs: Runs, lx: int, load: bool) -> None:
+    """A copy between DRAM and an LX tensor of the same layout is one DMA transfer, no SFU pass: the
+    load and store units move DRAM <-> LX themselves (the clone that stages an input in LX, a tile
+    copied in or out; docs/decisions/sfu.md)."""
+    if load:
+        core.dma("load", names[0], runs, lx)
+    else:
+        core.dma("store", names[1], runs, lx)
 
 
 def _check_broadcast(t: Tensor, out: Tensor, src: str, where: str) -> None:

@@ -33,16 +33,19 @@ def segments(operands: list[np.ndarray], out: np.ndarray) -> list[tuple[int, int
 
 
 def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str,
-            out_dtype: str | None = None) -> list[Item]:
+            out_dtype: str | None = None, splat: tuple[int, ...] = ()) -> list[Item]:
     """``op`` over positions [0, len(out)): operand ``i`` of position ``p`` at ``operands[i][p]``;
-    ``out_dtype`` for a cast, whose output type is not its operands'."""
+    ``out_dtype`` for a cast, whose output type is not its operands'; the operands in ``splat`` are
+    read with lane 0 splatted to every lane (a value broadcast along the stick)."""
     items = []
     for s, e in segments(operands, out):
         item: Item = {"op": op}
-        for field, addr in zip(SFU_OPERANDS, operands, strict=False):
+        for i, (field, addr) in enumerate(zip(SFU_OPERANDS, operands, strict=False)):
             item[field] = int(addr[s])
             if e - s > 1 and addr[e - 1] == addr[s]:
                 item[f"{field}_broadcast"] = True
+            if i in splat:
+                item[f"{field}_splat"] = True
         item |= {"out": int(out[s]), "sticks": e - s}
         if dtype != "fp16":
             item["dtype"] = dtype

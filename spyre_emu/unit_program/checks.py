@@ -138,10 +138,10 @@ def _check_sfu(ins: Instruction, source: str) -> None:
         if (spec.arity > i) != (field in a):
             need = f"needs operand {field!r}" if spec.arity > i else f"takes no operand {field!r}"
             raise ProgramError(f"{ins.op} {need}", source, ins.path)
-    for field in SFU_OPERANDS:
-        if f"{field}_broadcast" in a and (field not in a or a[field] == "fifo"):
-            raise ProgramError(f"{field}_broadcast needs operand {field!r} in LX", source,
-                               f"{ins.path}.{field}_broadcast")
+    for flag in (f"{field}_{how}" for field in SFU_OPERANDS for how in ("broadcast", "splat")):
+        field = flag.partition("_")[0]
+        if flag in a and (field not in a or a[field] == "fifo"):
+            raise ProgramError(f"{flag} needs operand {field!r} in LX", source, f"{ins.path}.{flag}")
     if spec.shape != "map" and "fifo" in (a["a"], a["out"]):
         raise ProgramError(f"{ins.op} reads and writes LX, not a FIFO", source, ins.path)
     _check_cast(ins, source)

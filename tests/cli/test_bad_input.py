@@ -127,6 +127,8 @@ BAD_PROGRAMS = {
     "broadcast a fifo": (_program({"sfu0": [{"op": "neg", "a": "fifo", "a_broadcast": True, "out": 0,
                                              "sticks": 1}]}),
                          "cores[0].units.sfu0[0].a_broadcast", "a_broadcast needs operand 'a' in LX"),
+    "splat a fifo": (_program({"sfu0": [{"op": "neg", "a": "fifo", "a_splat": True, "out": 0, "sticks": 1}]}),
+                     "cores[0].units.sfu0[0].a_splat", "a_splat needs operand 'a' in LX"),
     "transpose of a partial block": (_program({"sfu0": [{"op": "transpose", "a": 0, "out": 8192, "sticks": 63}]}),
                                      "cores[0].units.sfu0[0].sticks", "blocks of 64 sticks of fp16"),
     "buffer addr not aligned": (_with_buffer(addr=64), "buffers.x.addr", "not a multiple of 128"),

@@ -140,6 +140,23 @@ def test_broadcast_first_and_third_operands(tmp_path, tiny):
     np.testing.assert_array_equal(got, np.where(cond != 0, 1 - x, np.float16(1)))
 
 
+def test_splatted_operand_reads_lane_0_in_every_lane(tmp_path, tiny):
+    """b_splat: each stick of b is read with its lane 0 in all 64 lanes (the other lanes are ignored);
+    with b_broadcast too, one such stick serves every output stick."""
+    x = np.arange(3 * 64, dtype=np.float16).reshape(3, 64) / 64
+    b = (np.arange(3 * 64, dtype=np.float16).reshape(3, 64) + 1) / 256
+    rows = {"op": "sub", "a": 0, "b": 4096, "b_splat": True, "out": 8192, "sticks": 3, "wait": ["in"]}
+    one = {"op": "sub", "a": 8192, "b": 4096 + STICK, "b_splat": True, "b_broadcast": True, "out": 12288,
+           "sticks": 3, "signal": ["done"]}
+    loads = [{"op": "load", "dram": "x", "lx": 0, "bytes": 3 * STICK},
+             {"op": "load", "dram": "b", "lx": 4096, "bytes": 3 * STICK, "signal": ["in"]}]
+    store = [{"op": "store", "lx": 12288, "dram": "y", "bytes": 3 * STICK, "wait": ["done"]}]
+    data = program({0: {"load": loads, "sfu0": [rows, one], "store": store}},
+                   {"x": _buf(x), "b": _buf(b), "y": _buf(x, output="y.npy")})
+    got = _run(tmp_path, tiny, data, {"x": x, "b": b})["y"]
+    np.testing.assert_array_equal(got, (x - b[:, :1]) - b[1, 0])
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("repeat", [False, True], ids=["two", "repeat"])
 def test_matmul_passes_accumulate_in_lx(tmp_path, tiny, dtype, repeat):

@@ -54,6 +54,15 @@ def test_sfu_pass_on_the_shipped_config_costs_16_a_stick_whatever_the_class(spyr
     assert run_units(spyre, both).total_cycles == 4 + 5 * 16
 
 
+@pytest.mark.parametrize("flags", [{}, {"b_splat": True}, {"b_splat": True, "b_broadcast": True}])
+def test_a_splatted_operand_costs_no_extra_pass(spyre, run_units, flags):
+    """An operand read with lane 0 splatted (the LX load unit splats as it reads: docs/decisions/sfu.md)
+    takes the op's own time: sub over 5 sticks, 4 + 5 * 16 = 84 cycles on configs/spyre.toml, with or
+    without the splat."""
+    ins = {"op": "sub", "a": 0, "b": 8192, "out": 4096, "sticks": 5, **flags}
+    assert run_units(spyre, {0: {"sfu0": [ins]}}).total_cycles == 4 + 5 * 16
+
+
 @pytest.mark.parametrize(("ins", "cycles"), [
     ({"op": "add", "b": 8192, "dtype": "fp32"}, 4 + 5 * 1),       # fp32: 32 elements a stick, same stick cost
     ({"op": "rsqrt", "dtype": "fp32"}, 4 + 5 * 4),

@@ -193,3 +193,43 @@ def test_pinned_lx_tensor_may_not_overlap_a_live_one(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match=r"kernels\[1\].outputs: LX tensor 'e' at its lx_offset overlaps 's'"):
         load(path, spyre)
+
+
+def _copies(tmp_path, cores):
+    """y = -x through LX: x cloned into LX, negated there, copied back out (identity both ways)."""
+    shape, dims = (64, 256), {"mb": 64, "out": 256}
+    tensors = {"x": _t(shape, "input"), "c": _t(shape, "intermediate", "lx"), "d": _t(shape, "intermediate", "lx"),
+               "y": _t(shape, "output")}
+    kernels = [{"name": name, "op": op, "inputs": [a], "outputs": [b], "dims": dims, "work_division": {"mb": cores}}
+               for name, op, a, b in (("in", "identity", "x", "c"), ("neg", "neg", "c", "d"),
+                                      ("out", "identity", "d", "y"))]
+    x = _randn(shape, 3)
+    return _write(tmp_path, tensors, kernels, {"x": x}), x
+
+
+@pytest.mark.parametrize("cores", [1, 4])
+def test_a_copy_between_dram_and_lx_is_one_dma_transfer(tmp_path, spyre, cores):
+    """identity from DRAM into an LX tensor of the same layout is one load per core, out of LX one store:
+    no SFU pass (docs/decisions/sfu.md); the values come through."""
+    path, x = _copies(tmp_path, cores)
+    program = load(path, spyre)
+    share = 64 * 256 * 2 // cores
+    for kernel, unit in (("in", "load"), ("out", "store")):
+        moves = [i for i in program.units.instructions() if i.kernel == kernel]
+        assert sorted((i.core, i.unit, i.args["bytes"]) for i in moves) == [(c, unit, share) for c in range(cores)]
+    np.testing.assert_array_equal(run(program, spyre, functional=True).outputs["y"], -x)
+
+
+def test_the_clone_into_lx_takes_what_its_load_takes(tmp_path, spyre, run_units):
+    """Exact cycles: the lowered clone is the hand-written single load of the same bytes to the same place."""
+    (tmp_path / "p").mkdir()
+    path, _ = _copies(tmp_path / "p", 1)
+    data = json.loads(path.read_text())
+    data["kernels"] = data["kernels"][:1]
+    data["tensors"]["c"]["role"] = "output"  # the clone alone
+    data["tensors"]["c"]["space"] = "lx"
+    lowered = load(_write(tmp_path, data["tensors"], data["kernels"], {}), spyre).units
+    (ins,) = lowered.instructions()
+    by_hand = {0: {"load": [{"op": "load", "dram": "x", "lx": ins.args["lx"], "bytes": 64 * 256 * 2}]}}
+    buffers = {"x": {"bytes": 64 * 256 * 2, "addr": lowered.buffers["x"].addr}}
+    assert run(lowered, spyre).log.total_cycles == run_units(spyre, by_hand, buffers).total_cycles

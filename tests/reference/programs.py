@@ -124,8 +124,9 @@ def _sfu(data: st.DataObject, ops: list[str], a: int | str, out: int | str) -> d
     for i, field in enumerate(SFU_OPERANDS[1:spec.arity], start=1):
         ins[field] = i * 128 * KB
     for field in SFU_OPERANDS[:spec.arity]:
-        if ins[field] != "fifo" and data.draw(st.booleans()):
-            ins[f"{field}_broadcast"] = True
+        for how in ("broadcast", "splat"):
+            if ins[field] != "fifo" and data.draw(st.booleans()):
+                ins[f"{field}_{how}"] = True
     return ins
 
 

@@ -24,12 +24,14 @@ class Target:
     def stepper(self, kernel: Kernel, most: int | None = None) -> Stepper:
         return partial(step_size, kernel, self.program.source, most=most)
 
-    def streaming_stepper(self, kernel: Kernel) -> Stepper:
-        """Steps of sticks streamed DRAM -> SFU -> DRAM, at most what a DMA unit keeps in flight when the
-        kernel does not ask for a count: a larger step gains the DMA no rate, only a longer fill and
-        drain, and with two LX-sized steps a core loads everything before it stores anything, where
-        silicon overlaps a kernel's reads and writes (docs/decisions/dram.md)."""
-        return self.stepper(kernel, self.machine.dma.max_inflight_bytes // STICK_BYTES)
+    def streaming_stepper(self, kernel: Kernel, tensors: list[Tensor]) -> Stepper:
+        """Steps of sticks streamed DRAM -> SFU -> DRAM: when the kernel reads and writes DRAM and does not
+        ask for a count, at most what a DMA unit keeps in flight. A larger step gains the DMA no rate, only
+        a longer fill and drain, and with two LX-sized steps a core loads everything before it stores
+        anything, where silicon overlaps a kernel's reads and writes (docs/decisions/dram.md)."""
+        reads = any(t.name not in self.residents for t in tensors[:-1])
+        most = self.machine.dma.max_inflight_bytes // STICK_BYTES
+        return self.stepper(kernel, most if reads and tensors[-1].name not in self.residents else None)
 
 
 def step_size(kernel: Kernel, source: str, items: int, fits: int, most: int | None = None) -> int:

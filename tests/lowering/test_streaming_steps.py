@@ -49,3 +49,13 @@ def test_the_first_store_starts_after_two_steps_of_loads(spyre):
     loaded = sum(ins.args["bytes"] for ins, e in zip(log.instructions, log.end, strict=True)
                  if ins.op == "load" and e <= first_store)
     assert loaded == 2 * 65536
+
+
+def test_an_lx_output_keeps_lx_sized_steps(spyre):
+    """With y kept in LX (64 x 4096 fp16, 4096 sticks, one core) the kernel has no DRAM writes to
+    overlap with its reads: steps as large as the LX allows (2150 sticks beside y's 512 KB), two,
+    where a DRAM y takes eight of 512 sticks."""
+    data = _exp(64, 4096)
+    assert _steps(lower(parse_kernel_program(data, "<exp>"), spyre)) == 8
+    data["tensors"]["y"]["space"] = "lx"
+    assert _steps(lower(parse_kernel_program(data, "<exp>"), spyre)) == 2

@@ -102,10 +102,6 @@ POINTWISE_WHY = ("a standalone pointwise kernel on one or two cores takes 4.2-6.
                  "take, and gelu is slower than neg on one core; nothing public says what makes a streamed pass "
                  "faster (the SDSCs give every op one corelet and an empty peSfpSplit_), so the model charges "
                  "every SFU pass the same")
-BALANCED_WHY = ("DRAM sets this time on 32 cores (an SFU pass hides under it at any cost up to ~80 cycles a "
-                "stick); the model streams equal reads and writes at ~134 GB/s where silicon gets ~105 (torch-spyre's "
-                "cost model: the bus turning between reads and writes), a DRAM rate left as it is "
-                "(docs/decisions/dram.md)")
 
 
 def _tiled(reports: list[Report]) -> float:
@@ -132,9 +128,9 @@ def _sfu_rows() -> tuple[Measurement, ...]:
              ("gelu_2048x8192_1core", "gelu of 2048×8192, 1 core", 1261.5, POINTWISE_WHY),
              ("gelu_2048x8192_2core", "gelu of 2048×8192, 2 cores", 795.9, POINTWISE_WHY),
              ("add_2048x8192_1core", "add of two 2048×8192, 1 core", 1465.4, POINTWISE_WHY),
-             ("neg_2048x4096_32cores", "neg of 2048×4096, 32 cores", 320.9, BALANCED_WHY),
-             ("gelu_2048x4096_32cores", "gelu of 2048×4096, 32 cores", 321.1, BALANCED_WHY),
-             ("exp_2048x4096_32cores", "exp of 2048×4096, 32 cores", 319.7, BALANCED_WHY)]
+             ("neg_2048x4096_32cores", "neg of 2048×4096, 32 cores", 320.9, ""),
+             ("gelu_2048x4096_32cores", "gelu of 2048×4096, 32 cores", 321.1, ""),
+             ("exp_2048x4096_32cores", "exp of 2048×4096, 32 cores", 319.7, "")]
     return tuple(rows) + tuple(Measurement(stem, work, us, "µs", SWEEP, (stem,), _us, why)
                                for stem, work, us, why in plain)
 

@@ -46,7 +46,7 @@ def plan_cast(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int
         half = _half(first, stick_dim, elems_per_stick(x.dtype)) if widen else None
         shares[core] = partial(lower_pointwise, steps=WIDEN if widen else NARROW, inputs=inputs,
                                output=tensors[1].name, runs=runs, out_home=target.residents.get(tensors[1].name),
-                               budget=target.budget, step=target.stepper(kernel), dtype=x.dtype,
+                               budget=target.budget, step=target.streaming_stepper(kernel, tensors), dtype=x.dtype,
                                where=(src, kernel.path), variant=half, out_dtype=y.dtype)
     return shares
 

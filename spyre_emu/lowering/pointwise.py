@@ -126,7 +126,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                                   target.residents.get(t.name), t.layout == out))
         shares[core] = partial(lower_pointwise, steps=(steps,), inputs=inputs, output=tensors[-1].name, runs=runs,
                                out_home=target.residents.get(tensors[-1].name), budget=target.budget,
-                               step=target.stepper(kernel),
+                               step=target.streaming_stepper(kernel, tensors),
                                dtype=out.dtype, where=(src, kernel.path))
     return shares
 

@@ -59,6 +59,13 @@ def test_imports_only_go_down_the_path():
                 assert ORDER.index(target) <= mine, f"{path.relative_to(ROOT)} imports {name}"
 
 
+def test_tests_import_the_root_conftest_by_its_package():
+    """A bare ``from conftest import`` finds whichever tests/*/conftest.py pytest loaded first: it
+    passes when one folder runs alone and fails collection in the whole suite."""
+    bare = [p.relative_to(ROOT) for p in sorted((ROOT / "tests").rglob("*.py")) if "conftest" in _imports(p)]
+    assert not bare, f"import tests.conftest instead of conftest in {bare}"
+
+
 def test_every_package_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}

@@ -3,12 +3,12 @@ nothing: that shortcut is exact only if the test is, so both are run on many uni
 compared: ``_idle_nb`` holds exactly when ``issue_nb`` changes no array of the engine state."""
 
 import numpy as np
-from conftest import program
 
 from spyre_emu.engine import layout as L
 from spyre_emu.engine.dma import _idle_nb, issue_nb
 from spyre_emu.engine.pack import pack, unit_index
 from spyre_emu.unit_program import parse_unit_program
+from tests.conftest import program
 
 STICK = 128
 

@@ -3,7 +3,8 @@
 
 Three measurements of ../shared/calibration/measurements.json are whole calls, not one hand-made
 kernel: torch-spyre's examples/mean.py (one launch, timed per phase on the host), a fused SDPA
-(wall time per call) and one Granite-3.3-8B block (device time). Each is compiled here through the
+(wall time per call) and one Granite-3.3-8B block (device time); a fourth, a tuned SwiGLU prefill's
+PT utilization, is a range issue 12 quotes (spyre_emu/calibration.py). Each is compiled here through the
 front end (`torch.compile(backend="spyre_emu")`, timing-only on meta tensors) and the kernel
 programs it launches are written in launch order. spyre_emu/ never imports torch, so validate does
 not compile: it simulates these programs and runs the host model over them.
@@ -12,8 +13,8 @@ Why a torch-side generator rather than programs built by hand without torch (as 
 builds its single kernels): what these rows check is the front end's lowering of a whole call (its
 fusions, layouts, relayouts and work divisions); spelling that out again by hand would copy the front
 end and drift from it. The price is that the lists are frozen: run this script again when the front
-end's lowering changes (tests/frontend/test_frontend_calibration.py checks the mean's list; the SDPA's
-and the block's take a minute each to compile and are not checked there).
+end's lowering changes (tests/frontend/test_frontend_calibration.py checks the mean's list; the SDPA's,
+the block's and the SwiGLU's take a minute or more each to compile and are not checked there).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
-from model_speed import GRANITE, granite, model_inputs  # noqa: E402
+from model_speed import GRANITE, granite, model_inputs, models  # noqa: E402
 from spyre_emu.frontend import last_report  # noqa: E402
 
 OUT = Path(__file__).parent / "programs" / "calibration"
@@ -62,11 +63,20 @@ def block_call() -> tuple[torch.nn.Module, tuple]:
     return layer, (x, (cos, sin), None)
 
 
+def swiglu_call() -> tuple[torch.nn.Module, tuple]:
+    """Granite-3.3-8B's MLP (model_speed.py's SwiGLU: gate, up, silu, mul, down), a prefill of 512 tokens, batch 1."""
+    with torch.device("meta"):
+        mlp = models.SwiGLU(GRANITE["dim"], GRANITE["hidden"]).half().eval()
+    return mlp, (torch.empty(1, 512, GRANITE["dim"], dtype=torch.float16, device="meta"),)
+
+
 CALLS = {
     "launch_phases_mean": (mean_call, "torch-spyre examples/mean.py: torch.mean over dim 0 of (128, 64)"),
     "sdpa_encoder_b1": (sdpa_call, "fused non-causal SDPA, B=1, H=12, L=512, D=64, no mask"),
     "block_granite_prefill": (block_call, "one Granite-3.3-8B block (model_speed.py's layer), prefill of 512 "
                                           "tokens, batch 1"),
+    "swiglu_granite_prefill": (swiglu_call, "Granite-3.3-8B's SwiGLU MLP (hidden 4096, intermediate 12800), prefill "
+                                            "of 512 tokens, batch 1"),
 }
 
 

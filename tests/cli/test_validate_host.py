@@ -7,7 +7,7 @@ from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.host import load_host
 from spyre_emu.results import Report
-from spyre_emu.validate_host import Launched, block_rows, by_class, call_wall_rows, launch_phase_rows
+from spyre_emu.validate_host import HostRow, Launched, block_rows, by_class, call_wall_rows, launch_phase_rows, mlp_rows
 from tests.conftest import require_shared
 
 MACHINE, HOST = load_machine(), load_host()
@@ -68,6 +68,59 @@ def test_block_by_class_by_hand():
     assert "LX relayout saves 70 µs on silicon, 2.3 times the model's whole relayout time" in off.why
 
 
+def _mlp(matmul_us: float, pointwise_us: float) -> Launched:
+    """A matmul of 64 × 512 × 77,000 (2,523,136,000 MACs) in one program, a silu and a mul (cycles 1 and 3) in
+    another."""
+    kernels = [{"kernels": [{"name": "k0", "op": "batchmatmul", "dims": {"mb": 64, "in": 512, "out": 77000}}]},
+               {"kernels": [{"name": "k0", "op": "silu", "dims": {"mb": 64, "out": 512}},
+                            {"name": "k1", "op": "mul", "dims": {"mb": 64, "out": 512}}]}]
+    fused = [{"name": "k0", "cycles": 1}, {"name": "k1", "cycles": 3}]
+    reports = [Report({"latency_us": matmul_us, "kernels": [{"name": "k0", "cycles": 5}]}),
+               Report({"latency_us": pointwise_us, "kernels": fused})]
+    return Launched(kernels, reports)
+
+
+def test_mlp_pt_utilization_by_hand():
+    """The card's peak is 32 cores × 2 arrays × 512 MAC × 1.1 GHz = 36,044,800 MAC/µs = 32,768 × 1,100; 32,768 × 77,000
+    MACs in 80 + 20 µs are 77,000 / 110,000 = 70 %, inside 66-79 %: error 0. In 80 + 45 µs, 56 %: 56 / 66 - 1 below
+    the range; in 70 + 10 µs, 87.5 %: 87.5 / 79 - 1 above it."""
+    util = {"low": 66.0, "high": 79.0}
+    (inside,) = mlp_rows(util, _mlp(80.0, 20.0), MACHINE)
+    assert (inside.measured, inside.high, inside.unit, inside.counted) == (66.0, 79.0, "%", True)
+    assert round(inside.simulated, 12) == 70.0
+    assert inside.error == 0.0
+    assert inside.shown == "66.0–79.0 %"
+    assert inside.note.startswith("2.52 GMAC in 100.0 µs (2 kernel programs, µs by class: matmul 80, pointwise 20) "
+                                  "at the card's peak 36.04 TMAC/s (32 cores × 1024 MAC/cycle × 1.1 GHz)")
+    (below,) = mlp_rows(util, _mlp(80.0, 45.0), MACHINE)
+    assert round(below.simulated, 12) == 56.0
+    assert round(below.error, 12) == round(56 / 66 - 1, 12)
+    assert "outside the matmuls the MLP spends 45 µs (36 %)" in below.why
+    (above,) = mlp_rows(util, _mlp(70.0, 10.0), MACHINE)
+    assert round(above.simulated, 12) == 87.5
+    assert round(above.error, 12) == round(87.5 / 79 - 1, 12)
+
+
+def test_a_point_figure_keeps_its_error():
+    """Without a range the error is relative to the one measured figure, above or below it."""
+    assert HostRow("c", "f", 200.0, 250.0, True).error == 0.25
+    assert HostRow("c", "f", 200.0, 150.0, True).error == -0.25
+    assert HostRow("c", "f", 200.0, 250.0, True).shown == "200.0 µs"
+
+
+def test_validate_runs_the_swiglu_range(tmp_path):
+    """The quoted range needs no measurements.json entry: validate runs the front end's SwiGLU launches
+    (examples/programs/calibration/swiglu_granite_prefill.launches.json) against it."""
+    out = tmp_path / "validation.md"
+    data = _data(tmp_path, {"name": "launch_phases_mean", "phases_us": PHASES})
+    assert main(["validate", "--only", "swiglu_granite_prefill", "--data", str(data), "--out", str(out),
+                 "--quiet"]) == 0
+    text = out.read_text()
+    assert "| `swiglu_granite_prefill` | PT utilization, whole MLP | 66.0–79.0 % |" in text
+    assert "80.53 GMAC in " in text   # 3 × 512 × 4096 × 12800
+    assert "over 1 counted figures" in text
+
+
 def test_validate_runs_the_launch_phases(tmp_path):
     require_shared()
     out = tmp_path / "validation.md"
@@ -112,6 +165,6 @@ def test_bad_whole_calls_are_one_line(tmp_path, capsys):
     assert err[1] == f"spyre-emu: error: {path}: format: expected format 'spyre-emu.launches'"
     assert err[2] == f"spyre-emu: error: {path}: launches[0]: 'tensors' is a required property"
     assert err[3] == f"spyre-emu: error: {tmp_path / 'data' / 'measurements.json'}: " \
-                     "cases[launch_phases_mean].phases_us.compute: expected a positive number of µs, got 'slow'"
+                     "cases[launch_phases_mean].phases_us.compute: expected a positive number, got 'slow'"
     assert len(err) == 4
     assert not out.exists()

@@ -15,6 +15,13 @@ fusions, layouts, relayouts and work divisions); spelling that out again by hand
 end and drift from it. The price is that the lists are frozen: run this script again when the front
 end's lowering changes (tests/frontend/test_frontend_calibration.py checks the mean's list; the SDPA's,
 the block's and the SwiGLU's take a minute or more each to compile and are not checked there).
+
+Each call is compiled in the configuration of the graph that was measured. The block's is torch-spyre's
+compiled graph with the parameters passed in torch's [out, in] layout, which transposes its four weights
+on the card every call (five ReStickifyOpHBM rows, four of them weights, DRAM to DRAM:
+AdnanHoque/torch-spyre docs/results/granite_e2e/comms_collectives_20260629.md and its spill inventory of
+2026-06-30); so it is compiled with ``weights="stored"`` (docs/frontend.md), not with the default, which
+prepares each weight on the host in its consumer's layout.
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ def block_call() -> tuple[torch.nn.Module, tuple]:
     with torch.device("meta"):
         layer = granite(1, GRANITE).half().eval().layers[0]
     x, cos, sin = model_inputs(1, GRANITE, 512, 0, "meta")
-    return layer, (x, (cos, sin), None)
+    return layer, (x, cos, sin)
 
 
 def swiglu_call() -> tuple[torch.nn.Module, tuple]:
@@ -70,22 +77,23 @@ def swiglu_call() -> tuple[torch.nn.Module, tuple]:
     return mlp, (torch.empty(1, 512, GRANITE["dim"], dtype=torch.float16, device="meta"),)
 
 
-CALLS = {
-    "launch_phases_mean": (mean_call, "torch-spyre examples/mean.py: torch.mean over dim 0 of (128, 64)"),
-    "sdpa_encoder_b1": (sdpa_call, "fused non-causal SDPA, B=1, H=12, L=512, D=64, no mask"),
+CALLS = {  # name: (the call, its note, the options of the measured graph's configuration)
+    "launch_phases_mean": (mean_call, "torch-spyre examples/mean.py: torch.mean over dim 0 of (128, 64)", {}),
+    "sdpa_encoder_b1": (sdpa_call, "fused non-causal SDPA, B=1, H=12, L=512, D=64, no mask", {}),
     "block_granite_prefill": (block_call, "one Granite-3.3-8B block (model_speed.py's layer), prefill of 512 "
-                                          "tokens, batch 1"),
+                                          "tokens, batch 1, weights in their stored layout, relayouted on the "
+                                          "card every call as in the measured graph", {"weights": "stored"}),
     "swiglu_granite_prefill": (swiglu_call, "Granite-3.3-8B's SwiGLU MLP (hidden 4096, intermediate 12800), prefill "
-                                            "of 512 tokens, batch 1"),
+                                            "of 512 tokens, batch 1", {}),
 }
 
 
 def launches(name: str) -> dict:
     """The kernel programs one compiled call of ``name`` launches, in order."""
-    make, note = CALLS[name]
+    make, note, options = CALLS[name]
     fn, args = make()
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"functional": False})
+    compiled = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"functional": False, **options})
     with torch.no_grad():
         compiled(*args)
     report = last_report()

@@ -27,7 +27,7 @@ from .runtime import CompiledGraph
 from .subgraphs import inline_subgraphs
 from .tensor_parallel import shard
 from .trace import trace_inference
-from .transfers import aten_per_call, per_call_inputs, step_transfers
+from .transfers import aten_parameters, aten_per_call, per_call_inputs, step_transfers
 
 DYNAMIC = "dynamic shapes are not simulated: compile with torch.compile(..., dynamic=False)"
 TRAINING = "training is not simulated: call the model under torch.no_grad() or torch.inference_mode()"
@@ -56,7 +56,7 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         inline_subgraphs(aten_gm)  # aot_autograd's graph of a repeated region (trace.py does its own)
         plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            compiled = compile_graph(plan.gm, opts, machine)
+            compiled = compile_graph(plan.gm, opts, machine, aten_parameters(gm, example_inputs, len(aten_inputs)))
         compiled.transfers = step_transfers(compiled.graph, aten_per_call(per_call, len(aten_inputs)))
         return CompiledGraph(aten_gm, compiled, machine, cpu, opts, plan)
 

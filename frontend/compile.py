@@ -18,6 +18,7 @@ import json
 import re
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -51,8 +52,13 @@ class Compiled:
     transfers: list[tuple[str, str, int, int, str]] = field(default_factory=list)  # the step's ends (transfers.py)
 
 
-def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine) -> Compiled:
+def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
+                  parameters: Sequence[bool] = ()) -> Compiled:
+    """``parameters``: for each input of ``gm``, whether it is a module's parameter (with
+    ``options.weights == "stored"``, the card holds it in its own layout: layout.py)."""
     graph = build_graph(gm)
+    if options.weights == "stored":
+        graph.stored = {v for v, p in zip(graph.inputs, parameters, strict=True) if p and isinstance(v, Value)}
     fuse(graph)
     nodes = list(graph.nodes)
     for i, node in enumerate(nodes):

@@ -105,6 +105,7 @@ class Graph:
     outputs: list[Value | None]
     tensors: dict[str, DeviceTensor] = field(default_factory=dict)
     held: dict[Value, list[DeviceTensor]] = field(default_factory=dict)  # tensors by their value's root, in order
+    stored: set[Value] = field(default_factory=set)  # parameters the card holds in their own layout (options.weights)
 
     def add_tensor(self, t: DeviceTensor) -> None:
         self.tensors[t.name] = t

@@ -15,6 +15,12 @@ when the stick dim changes); else copied in from the host (an upload). Uploads o
 data (weights, inputs, constants) are input preparation; uploads of values the card or a CPU
 fallback computed are PCIe round trips, which ``crossings`` lists for the report: views the
 restickify lowering refuses, and host steps (slices, cat, embedding, fallbacks).
+
+With ``weights="stored"`` (``graph.stored``) a parameter is on the card in the default layout of its
+own shape, loaded once, as torch-spyre's compiled graph receives it: a kernel reading it in another
+layout (a linear's transposed weight) gets restickify kernels from it, which run every call; one
+reading the same bytes (a norm's weight as (1, n)) reads it as it is. A weight the restickify rule
+cannot move, or that the host broadcasts for its kernel, stays prepared on the host.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import math
 
 from spyre_emu.config import DTYPE_BYTES
+from spyre_emu.kernel_program import default_layout
 
 from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, blame, rows_shape
 from .views import Step, groups, is_grouping, permuted, plan, relative
@@ -191,6 +198,10 @@ def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kep
     for t in graph.held.get(v.root, ()):
         if t.value.elements == v.elements and t.dshape == dshape and t.expand == expand:
             return t.name
+    if v.root in graph.stored and v not in host_views and expand is None:
+        name = _from_stored(graph, v, dshape, dtype, kept)
+        if name is not None:
+            return name
     if v.root.dshape is not None and v not in host_views and expand is None:
         sources = [(steps, t) for t in graph.held.get(v.root, ()) if not t.upload
                    and (rel := relative(t.value.elements, v.elements)) is not None
@@ -201,6 +212,32 @@ def _tensor_for(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kep
     name = f"{v.root.name}_in{len(graph.tensors)}"
     graph.add_tensor(DeviceTensor(name, v, dshape, dtype, upload=True, expand=expand))
     return name
+
+
+def _from_stored(graph: Graph, v: Value, dshape: tuple[int, ...], dtype: str, kept: list[Node]) -> str | None:
+    """A stored parameter's view ``v`` in ``dshape``, restickified from the parameter as the card holds
+    it; None when that is the layout the card holds it in already, or no restickify moves it there."""
+    root = v.root
+    stored = root.shape or (1,)
+    if v.elements == root.elements and same_layout(stored, dshape, dtype):
+        return None
+    order = relative(root.elements, v.elements)
+    steps = None if order is None else plan(order, stored, dshape)
+    if steps is None:
+        return None
+    name = f"{root.name}_stored"
+    if name not in graph.tensors:
+        graph.add_tensor(DeviceTensor(name, root, stored, dtype, upload=True))
+    return _restickify(graph, v, graph.tensors[name], steps, dtype, kept)
+
+
+def same_layout(a: tuple[int, ...], b: tuple[int, ...], dtype: str) -> bool:
+    """Whether the default layouts of two groupings of the same elements put every element at the same
+    place: their device dims of more than one position agree in size and step ((n,) and (1, n) do)."""
+    def placed(shape: tuple[int, ...]) -> list[tuple[int, int]]:
+        layout = default_layout(shape, dtype)
+        return [(n, s) for n, s in zip(layout.device_size, layout.stride_map, strict=True) if n > 1]
+    return placed(a) == placed(b)
 
 
 def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step], dtype: str,

@@ -8,6 +8,7 @@ from typing import Any
 from spyre_emu.errors import ConfigError
 
 FALLBACKS = ("cpu", "error")
+WEIGHTS = ("prepared", "stored")
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,9 @@ class Options:
     in ``<trace>.<i>.json``); ``host``: the
     host model's TOML (default configs/host.toml), whose ``[cpu]`` also prices CPU fallbacks;
     ``on_card``: names of the call's arguments the caller keeps on the card (a serving loop's KV
-    cache), which the step does not copy in (frontend/transfers.py)."""
+    cache), which the step does not copy in (frontend/transfers.py); ``weights``: "prepared" uploads each
+    parameter in its consumer's layout (host input preparation), "stored" keeps it on the card in its own
+    layout and relayouts it there before each consumer that reads it otherwise, every call (layout.py)."""
 
     machine: str | None = None
     set: tuple[str, ...] = ()
@@ -36,6 +39,7 @@ class Options:
     cards: int | None = None
     host: str | None = None
     on_card: tuple[str, ...] = ()
+    weights: str = "prepared"
 
 
 def parse_options(raw: dict[str, Any] | None) -> Options:
@@ -51,6 +55,7 @@ def parse_options(raw: dict[str, Any] | None) -> Options:
     for key in ("print_report", "cache"):
         _check(raw, key, isinstance(raw.get(key), bool), "must be true or false")
     _check(raw, "fallback", raw.get("fallback") in FALLBACKS, f"must be one of {', '.join(FALLBACKS)}")
+    _check(raw, "weights", raw.get("weights") in WEIGHTS, f"must be one of {', '.join(WEIGHTS)}")
     cores = raw.get("cores")
     _check(raw, "cores", isinstance(cores, int) and not isinstance(cores, bool) and cores > 0,
            "must be a positive number of cores")

@@ -60,6 +60,14 @@ def aten_per_call(per_call: list[str | None], aten_inputs: int) -> list[str | No
     return [None] * (aten_inputs - len(per_call)) + per_call
 
 
+def aten_parameters(gm: torch.fx.GraphModule, example_inputs: list, aten_inputs: int) -> list[bool]:
+    """For each input of the ATen graph: whether it is a module's parameter (a weight, not a buffer).
+    aot_autograd lifts the state Dynamo's graph holds itself first, its parameters before its buffers."""
+    own = [True] * len(dict(gm.named_parameters(remove_duplicate=False)))
+    own += [False] * (aten_inputs - len(example_inputs) - len(own))
+    return own + [isinstance(ex, torch.nn.Parameter) for ex in example_inputs]
+
+
 Transfer = tuple[str, str, int, int, str]
 
 

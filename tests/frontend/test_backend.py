@@ -100,6 +100,7 @@ def test_training_is_refused():
     ({"colour": 1}, "options.colour: unknown option"),
     ({"cores": 64}, "options.cores: the card has 32 cores"),
     ({"set": True}, "options.set: must be KEY=VALUE strings"),  # fuzz: a TypeError from tuple(True)
+    ({"weights": "host"}, "options.weights: must be one of prepared, stored"),
 ])
 def test_bad_options_are_one_line_errors(options, message):
     with pytest.raises(Exception, match=message) as info, torch.no_grad():

@@ -23,6 +23,7 @@ from .collectives import KINDS as COLLECTIVES
 from .decompositions import patches as _registered  # noqa: F401  (torch.ops.spyre_emu.patches)
 from .graph import Graph, Node, Value, failure
 from .kernel_ops import COMPARISONS
+from .subgraphs import INVOKE_SUBGRAPH, region
 from .topk import topk
 from .view_ops import HANDLERS as VIEW_HANDLERS
 from .view_ops import VIEWS
@@ -269,16 +270,38 @@ def build_graph(gm: torch.fx.GraphModule) -> Graph:
             val = fx.meta["val"]
             b.env[fx] = b.value(val.shape, val.dtype) if isinstance(val, torch.Tensor) else val
             inputs.append(b.env[fx])
-        elif fx.op == "get_attr":
-            data = getattr(gm, fx.target)
-            b.env[fx] = b.value(data.shape, data.dtype, const=data)
         elif fx.op == "output":
             outputs = [b.env.get(n) if isinstance(n, torch.fx.Node) else None for n in fx.args[0]]
-        elif fx.target is operator.getitem:
-            b.env[fx] = b.env[fx.args[0]][fx.args[1]]
         else:
-            b.env[fx] = _call(b, fx)
+            _step(b, gm, fx)
     return Graph(inputs, _live(b.nodes, outputs), outputs)
+
+
+def _step(b: Builder, owner: torch.fx.GraphModule, fx: torch.fx.Node) -> None:
+    """One node of ``owner``'s graph (the traced graph, or a region's body) into the graph."""
+    b.fx = fx
+    if fx.op == "get_attr":
+        data = operator.attrgetter(fx.target)(owner)
+        if not isinstance(data, torch.nn.Module):  # a region's subgraph is read by its calls, below
+            b.env[fx] = b.value(data.shape, data.dtype, const=data)
+    elif fx.target is operator.getitem:
+        b.env[fx] = b.env[fx.args[0]][fx.args[1]]
+    elif fx.target is INVOKE_SUBGRAPH:
+        b.env[fx] = _region(b, owner, fx)
+    else:
+        b.env[fx] = _call(b, fx)
+
+
+def _region(b: Builder, gm: torch.fx.GraphModule, call: torch.fx.Node) -> tuple[Any, ...]:
+    """A call of a repeated region, read in place (subgraphs.walkable): the body's nodes, in the order the
+    expansion would copy them, each bound to this call's operands; every value a new one, as in a copy.
+    The body's nodes are rebound by the next call, which is done with this one first."""
+    sub, operands, steps, outs = region(gm, call)
+    for place, arg in operands:
+        b.env[place] = b.env[arg] if isinstance(arg, torch.fx.Node) else arg
+    for fx in steps:
+        _step(b, sub, fx)
+    return tuple(b.env[o] for o in outs)
 
 
 def _live(nodes: list[Node], outputs: list[Any]) -> list[Node]:

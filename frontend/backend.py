@@ -24,7 +24,7 @@ from .decompositions import decompositions, rewrite_attention
 from .generate import install
 from .options import parse_options
 from .runtime import CompiledGraph
-from .subgraphs import inline_subgraphs
+from .subgraphs import inline_subgraphs, walkable
 from .tensor_parallel import shard
 from .trace import trace_inference
 from .transfers import aten_parameters, aten_per_call, per_call_inputs, step_transfers
@@ -53,7 +53,8 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
     def forward(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> CompiledGraph:
         if any(isinstance(a, torch.SymInt) for a in aten_inputs):
             raise SpyreEmuError(DYNAMIC)
-        inline_subgraphs(aten_gm)  # aot_autograd's graph of a repeated region (trace.py does its own)
+        if opts.cards or not walkable(aten_gm):  # a repeated region's calls copied, unless the passes read
+            inline_subgraphs(aten_gm)             # them in place exactly (subgraphs.walkable)
         plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
         with unset_fake_temporarily():  # constants the passes make are real tensors
             compiled = compile_graph(plan.gm, opts, machine, aten_parameters(gm, example_inputs, len(aten_inputs)))

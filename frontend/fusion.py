@@ -30,11 +30,15 @@ class _Chains:
         self.by_output = {n.outputs[0]: n for n in graph.nodes if n.is_kernel}
         self.uses = Counter(v for n in graph.nodes for v in n.inputs)
         self.uses.update(v for v in graph.outputs if isinstance(v, Value))
+        self.dead: set[int] = set()  # ids of kernels removed by ``replace``, still in graph.nodes
 
     def replace(self, graph: Graph, at: int, fused: Node) -> list[Node]:
-        """Put ``fused`` in the place of the kernel at ``at``, then remove the kernels that fed only
+        """Put ``fused`` in the place of the kernel at ``at``, then find the kernels that fed only
         the replaced one's inputs and are read no more (in a graph where every kernel was read);
-        return them in program order."""
+        return them in program order. They all come before ``at`` (each feeds it), so ``fuse`` leaves
+        them in ``graph.nodes`` until its scan is past and removes them at once (``self.dead``): one
+        pass over the nodes per pattern, not one per fusion (120 fusions of 3,000 nodes in a 40-layer
+        decode)."""
         node, graph.nodes[at] = graph.nodes[at], fused
         self.by_output[fused.outputs[0]] = fused
         self.uses.subtract(node.inputs)
@@ -49,9 +53,14 @@ class _Chains:
                 dead.append(maker)
                 self.uses.subtract(maker.inputs)
                 todo += maker.inputs
-        gone = {id(n) for n in dead}
-        graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+        self.dead.update(id(n) for n in dead)
         return _in_order(dead)
+
+    def sweep(self, graph: Graph) -> None:
+        """Remove the kernels ``replace`` found dead."""
+        if self.dead:
+            graph.nodes = [n for n in graph.nodes if id(n) not in self.dead]
+            self.dead.clear()
 
     def made_by(self, v: Value, op: str, single_use: bool = True) -> Node | None:
         node = self.by_output.get(v)
@@ -195,8 +204,9 @@ def fuse(graph: Graph) -> None:
                 else:
                     graph.nodes[at] = fused
                     fused.unfused, chains, swept = [*_drop_unread(graph), node], _Chains(graph), True
-                at = graph.nodes.index(fused)
+                    at = graph.nodes.index(fused)
             at += 1
+        chains.sweep(graph)
 
 
 def _drop_unread(graph: Graph) -> list[Node]:

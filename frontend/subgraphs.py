@@ -47,6 +47,50 @@ def inline_subgraphs(gm: torch.fx.GraphModule) -> bool:
     return bool(calls)
 
 
+def walkable(gm: torch.fx.GraphModule) -> bool:
+    """Whether the passes may read each call's region in place (``region``, aten_to_kernels.py) instead
+    of a copy: where the copy would be exactly the body's nodes, none dropped. That holds when no node
+    of ``gm`` or of a body is dead (every one but the outputs, a body's placeholders included, has a
+    user: then every copied node has one too, and the graph-wide ``eliminate_dead_code`` after the
+    expansion removes nothing), every call reads each output of its body through an index, no body
+    output is one of its inputs or constants, and no body calls a region itself (a nested region's
+    constants would be placed differently). Elsewhere the graph is expanded as before."""
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is INVOKE_SUBGRAPH]
+    if not calls or any(not n.users for n in gm.graph.nodes if n.op not in ("placeholder", "output")):
+        return False
+    for call in calls:
+        outs = _outputs(getattr(gm, call.args[0].target))
+        if any(u.target is not operator.getitem for u in call.users) or \
+                {u.args[1] for u in call.users} != set(range(len(outs))):
+            return False
+    return all(_plain(getattr(gm, name)) for name in {call.args[0].target for call in calls})
+
+
+def _plain(sub: torch.fx.GraphModule) -> bool:
+    nodes = list(sub.graph.nodes)
+    return (all(n.users for n in nodes if n.op != "output")
+            and not any(n.op == "call_function" and n.target is INVOKE_SUBGRAPH for n in nodes)
+            and all(isinstance(o, torch.fx.Node) and o.op == "call_function" for o in _outputs(sub)))
+
+
+def _outputs(sub: torch.fx.GraphModule) -> list:
+    out = next(n for n in reversed(sub.graph.nodes) if n.op == "output")
+    return list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+
+
+def region(gm: torch.fx.GraphModule, call: torch.fx.Node) -> tuple[torch.fx.GraphModule, list, list, list]:
+    """What a call of a ``walkable`` graph runs: its subgraph, the (placeholder, operand) pairs, the body's
+    nodes in the order ``_expand`` puts their copies (constants first, then the rest as in the body) and
+    the body's outputs."""
+    body, _, *operands = call.args
+    sub = getattr(gm, body.target)
+    nodes = list(sub.graph.nodes)
+    places = [n for n in nodes if n.op == "placeholder"]
+    steps = [n for n in nodes if n.op == "get_attr"] + [n for n in nodes if n.op not in ("placeholder", "get_attr",
+                                                                                         "output")]
+    return sub, list(zip(places, operands, strict=True)), steps, _outputs(sub)
+
+
 def _constants(gm: torch.fx.GraphModule, sub: torch.fx.GraphModule, prefix: str) -> dict[str, str]:
     """The tensors the subgraph holds (constants its trace made), set on ``gm`` under fresh names."""
     names = {}

@@ -23,8 +23,6 @@ from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
-from .subgraphs import inline_subgraphs
-
 
 def trace_inference(gm: torch.fx.GraphModule, example_inputs: list[Any],
                     decompositions: dict[Any, Callable[..., Any]]) -> torch.fx.GraphModule | None:
@@ -40,10 +38,10 @@ def trace_inference(gm: torch.fx.GraphModule, example_inputs: list[Any],
 
     with enable_python_dispatcher(), mode:
         traced = make_fx(run, decomposition_table=decompositions)(*fakes)
-    expanded = inline_subgraphs(traced)  # a repeated region, traced once, expanded for the passes (subgraphs.py)
-    if any(_mutates(n) for n in traced.graph.nodes):
+    graphs = [sub for sub in traced.modules() if isinstance(sub, torch.fx.GraphModule)]  # with regions' bodies
+    if any(_mutates(n) for sub in graphs for n in sub.graph.nodes):
         return None
-    if not expanded:  # the expansion already dropped what nothing reads and recompiled
+    if len(graphs) == 1:  # with a repeated region, the backend walks it or expands it (subgraphs.py)
         traced.graph.eliminate_dead_code()
         traced.recompile()
     return traced

@@ -68,12 +68,17 @@ def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
 @njit(cache=True, _nrt=False, inline="always")
 def _earlier_nb(ev, a, b):
     """Whether event slot ``a`` comes strictly before ``b``: (time, kind, payload)."""
-    x, y = ev[a], ev[b]
-    if x[L.E_TIME] != y[L.E_TIME]:
-        return x[L.E_TIME] < y[L.E_TIME]
-    for col in range(L.E_KIND, L.E_P4 + 1):  # kind, then the payload in order
-        if x[col] != y[col]:
-            return x[col] < y[col]
+    if ev[a, L.E_TIME] != ev[b, L.E_TIME]:
+        return ev[a, L.E_TIME] < ev[b, L.E_TIME]
+    return _same_cycle_earlier_nb(ev, a, b)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _same_cycle_earlier_nb(ev, a, b):
+    """``_earlier_nb`` for two events of one cycle (one bucket holds one cycle): kind, then payload."""
+    for col in range(L.E_KIND, L.E_P4 + 1):
+        if ev[a, col] != ev[b, col]:
+            return ev[a, col] < ev[b, col]
     return False
 
 
@@ -83,7 +88,7 @@ def _insert_nb(ev, qa, slot):
     b = ev[slot, L.E_TIME] & (WINDOW - 1)
     qa[Q_COUNT] += 1
     tail = qa[_TAIL + b]
-    if qa[_HEAD + b] < 0 or not _earlier_nb(ev, slot, tail):  # at or after the tail
+    if qa[_HEAD + b] < 0 or not _same_cycle_earlier_nb(ev, slot, tail):  # at or after the tail
         ev[slot, L.E_NEXT] = -1
         if qa[_HEAD + b] < 0:
             qa[_HEAD + b] = slot
@@ -92,7 +97,7 @@ def _insert_nb(ev, qa, slot):
         qa[_TAIL + b] = slot
         return
     prev, cur = -1, qa[_HEAD + b]
-    while not _earlier_nb(ev, slot, cur):
+    while not _same_cycle_earlier_nb(ev, slot, cur):
         prev, cur = cur, ev[cur, L.E_NEXT]
     ev[slot, L.E_NEXT] = cur
     if prev < 0:

@@ -29,7 +29,7 @@ travel reads (links, ``pending``, the stops' store and send units).
 from numba import njit
 
 from . import layout as L
-from .queue import at_nb, push_nb
+from .queue import at_nb, push_nb, push_tail_nb
 
 NEVER = 1 << 62
 
@@ -133,7 +133,7 @@ def travel_nb(st, stop, dst, u, role, x, t):
                 or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:
                 pending[2 * stop + d] += 1
-            return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+            return push_tail_nb(st[L.ST_EV], st[L.ST_QA], t, L.EV_STICK, stop, dst, u, role, x)
         if role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1:  # written here at t, goes on
             if not at_nb(st, t, L.EV_STICK, stop, dst, u, L.ROLE_LAND, x):
                 return False

@@ -213,12 +213,15 @@ def _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, src, sticks, data):
     ``stick_cycles``: to the load's core, or a multicast as one copy each way that has destinations,
     bound for the farthest."""
     mask = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_LOAD else 0
-    cw, ccw = legs_nb(cfg, src, mask)
     ok = True
+    if mask == 0:  # a plain read: spares legs_nb's walk over every stop, once per request
+        for s in range(sticks):
+            ok &= stick_at_nb(cfg, pending, ev, qa, data + (s + 1) * cfg[L.C_STICK_CYC], src, us[u, L.U_STOP], u,
+                              L.ROLE_READ, i)
+        return ok
+    cw, ccw = legs_nb(cfg, src, mask)
     for s in range(sticks):
         leave = data + (s + 1) * cfg[L.C_STICK_CYC]
-        if mask == 0:
-            ok &= stick_at_nb(cfg, pending, ev, qa, leave, src, us[u, L.U_STOP], u, L.ROLE_READ, i)
         for far in (cw, ccw):
             if far >= 0:
                 ok &= stick_at_nb(cfg, pending, ev, qa, leave, src, far, u, L.ROLE_MCAST, i)

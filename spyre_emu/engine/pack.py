@@ -243,11 +243,17 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
     pending = np.zeros(2 * len(machine.ring.stops), np.int64)
     return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,
-            chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine))
+            chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine, us))
 
 
-def _stops(machine: Machine) -> np.ndarray:
-    return _stops_of(machine.ring.stops, machine.cores.count).copy()
+def _stops(machine: Machine, us: np.ndarray) -> np.ndarray:
+    """``_stops_of``, with a stop whose store and send units have no instruction at all marked quiet: it
+    never puts a stick on the ring (``ring._injection_horizon_nb`` then reads no unit at every crossing)."""
+    stops = _stops_of(machine.ring.stops, machine.cores.count).copy()
+    units = stops[:, [L.R_INJ0, L.R_INJ1]]
+    idle = np.where(units >= 0, us[units, L.U_END] <= us[units, L.U_PC], True).all(axis=1)
+    stops[idle & (stops[:, L.R_KIND] == L.STOP_UNITS), L.R_KIND] = L.STOP_QUIET
+    return stops
 
 
 @cache

@@ -47,6 +47,38 @@ def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
     """Schedule an event at ``time`` (never before the current cycle); False when full."""
     if qa[Q_FREE] == 0:
         return False
+    slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+    if time < qa[Q_CUR] + WINDOW:
+        _insert_nb(ev, qa, slot)
+    else:
+        _heap_push_nb(ev, qa, slot)
+    return True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+    """``push_nb`` with the append at its cycle's tail inlined (the walk before the tail, and the far heap,
+    stay calls): for the push ending each stick's travel, half of all pushes on a streaming read."""
+    if time >= qa[Q_CUR] + WINDOW or qa[Q_FREE] == 0:
+        return push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+    b = time & (WINDOW - 1)
+    tail = qa[_TAIL + b]
+    if qa[_HEAD + b] >= 0 and not _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
+        return push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+    slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+    ev[slot, L.E_NEXT] = -1
+    qa[Q_COUNT] += 1
+    if qa[_HEAD + b] < 0:
+        qa[_HEAD + b] = slot
+    else:
+        ev[tail, L.E_NEXT] = slot
+    qa[_TAIL + b] = slot
+    return True
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+    """Take a free row (there is one) and fill it with the event; its slot."""
     cap = ev.shape[0]
     qa[Q_FREE] -= 1
     slot = qa[_HEAPS + cap + qa[Q_FREE]]
@@ -58,22 +90,40 @@ def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
     row[L.E_P2] = p2
     row[L.E_P3] = p3
     row[L.E_P4] = p4
-    if time < qa[Q_CUR] + WINDOW:
-        _insert_nb(ev, qa, slot)
-    else:
-        _heap_push_nb(ev, qa, slot)
-    return True
+    return slot
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
+    """Whether the queued event ``tail`` does not come after (kind, p0..p4) of its cycle."""
+    r = ev[tail]
+    if r[L.E_KIND] != kind:
+        return r[L.E_KIND] < kind
+    if r[L.E_P0] != p0:
+        return r[L.E_P0] < p0
+    if r[L.E_P1] != p1:
+        return r[L.E_P1] < p1
+    if r[L.E_P2] != p2:
+        return r[L.E_P2] < p2
+    if r[L.E_P3] != p3:
+        return r[L.E_P3] < p3
+    return r[L.E_P4] <= p4
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _earlier_nb(ev, a, b):
     """Whether event slot ``a`` comes strictly before ``b``: (time, kind, payload)."""
-    x, y = ev[a], ev[b]
-    if x[L.E_TIME] != y[L.E_TIME]:
-        return x[L.E_TIME] < y[L.E_TIME]
-    for col in range(L.E_KIND, L.E_P4 + 1):  # kind, then the payload in order
-        if x[col] != y[col]:
-            return x[col] < y[col]
+    if ev[a, L.E_TIME] != ev[b, L.E_TIME]:
+        return ev[a, L.E_TIME] < ev[b, L.E_TIME]
+    return _same_cycle_earlier_nb(ev, a, b)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _same_cycle_earlier_nb(ev, a, b):
+    """``_earlier_nb`` for two events of one cycle (one bucket holds one cycle): kind, then payload."""
+    for col in range(L.E_KIND, L.E_P4 + 1):
+        if ev[a, col] != ev[b, col]:
+            return ev[a, col] < ev[b, col]
     return False
 
 
@@ -83,7 +133,7 @@ def _insert_nb(ev, qa, slot):
     b = ev[slot, L.E_TIME] & (WINDOW - 1)
     qa[Q_COUNT] += 1
     tail = qa[_TAIL + b]
-    if qa[_HEAD + b] < 0 or not _earlier_nb(ev, slot, tail):  # at or after the tail
+    if qa[_HEAD + b] < 0 or not _same_cycle_earlier_nb(ev, slot, tail):  # at or after the tail
         ev[slot, L.E_NEXT] = -1
         if qa[_HEAD + b] < 0:
             qa[_HEAD + b] = slot
@@ -92,7 +142,7 @@ def _insert_nb(ev, qa, slot):
         qa[_TAIL + b] = slot
         return
     prev, cur = -1, qa[_HEAD + b]
-    while not _earlier_nb(ev, slot, cur):
+    while not _same_cycle_earlier_nb(ev, slot, cur):
         prev, cur = cur, ev[cur, L.E_NEXT]
     ev[slot, L.E_NEXT] = cur
     if prev < 0:

@@ -29,7 +29,7 @@ travel reads (links, ``pending``, the stops' store and send units).
 from numba import njit
 
 from . import layout as L
-from .queue import at_nb, push_nb
+from .queue import at_nb, push_nb, push_tail_nb
 
 NEVER = 1 << 62
 
@@ -114,24 +114,26 @@ def travel_nb(st, stop, dst, u, role, x, t):
     """A stick at ``stop`` (not its destination) crosses links until it must wait for an event."""
     cfg, link, pending, us = st[L.ST_CFG], st[L.ST_LINK], st[L.ST_PENDING], st[L.ST_US]
     n, d = cfg[L.C_STOPS], direction_nb(cfg, stop, dst)  # the direction never changes on the way
+    # Read once: the stores below may alias cfg as far as the compiler knows, so it would reload them.
+    hop, chain, hold = cfg[L.C_HOP], cfg[L.C_CHAIN], cfg[L.C_SEND_HOLD] if role == L.ROLE_SEND else 1
     step = 1 if d == 0 else n - 1
     pending[2 * stop + d] -= 1
     now = t
     while True:
         lk = 2 * stop + d
         depart = max(t, link[lk, L.L_FREE])
-        link[lk, L.L_FREE] = depart + (cfg[L.C_SEND_HOLD] if role == L.ROLE_SEND else 1)
+        link[lk, L.L_FREE] = depart + hold
         link[lk, L.L_STICKS] += 1
         link[lk, L.L_WAIT] += depart - t
         us[u, L.S_STALL_LINK] += depart - t
-        stop, t = stop + step, depart + cfg[L.C_HOP]
+        stop, t = stop + step, depart + hop
         if stop >= n:
             stop -= n
-        if (stop == dst or not cfg[L.C_CHAIN] or pending[2 * stop + d] > 0
+        if (stop == dst or not chain or pending[2 * stop + d] > 0
                 or t >= _injection_horizon_nb(st, stop, now)):
             if stop != dst:
                 pending[2 * stop + d] += 1
-            return at_nb(st, t, L.EV_STICK, stop, dst, u, role, x)
+            return push_tail_nb(st[L.ST_EV], st[L.ST_QA], t, L.EV_STICK, stop, dst, u, role, x)
         if role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1:  # written here at t, goes on
             if not at_nb(st, t, L.EV_STICK, stop, dst, u, L.ROLE_LAND, x):
                 return False

@@ -1,12 +1,13 @@
 """The event queue pops in the canonical order (cycle, kind, payload), whatever the push order, over
-the calendar window and the far heap, with many identical events (they need no tie-break)."""
+the calendar window and the far heap, with many identical events (they need no tie-break), whether
+pushed by ``push_nb`` or by ``push_tail_nb`` (its append at the tail inlined)."""
 
 import heapq
 
 import numpy as np
 
 from spyre_emu.engine import layout as L
-from spyre_emu.engine.queue import WINDOW, new_queue, pop_nb, push_nb
+from spyre_emu.engine.queue import WINDOW, new_queue, pop_nb, push_nb, push_tail_nb
 
 
 def _row(ev, slot):
@@ -19,13 +20,15 @@ def test_each_pop_is_the_least_event_queued():
     assert ev.ctypes.data % 64 == 0  # one cache line per event row
     assert ev.shape[1] * ev.itemsize == 64
     reference: list[tuple] = []  # the same events in a heap, in Python
-    now, pops, identical = 0, 0, 0
+    now, pops, identical, tails = 0, 0, 0, 0
     for _ in range(30):
         for _ in range(int(rng.integers(1, 200))):  # never before the current cycle, some beyond the window
             row = (now + int(rng.choice([0, 1, 2, 5, WINDOW - 1, WINDOW + 3, 3 * WINDOW])),
                    *(int(x) for x in rng.integers(0, 2, 6)))  # few values: many identical events
             identical += row in reference
-            assert push_nb(ev, qa, *row)
+            tail = bool(rng.integers(2))
+            tails += tail
+            assert (push_tail_nb if tail else push_nb)(ev, qa, *row)
             heapq.heappush(reference, row)
         for _ in range(int(rng.integers(0, 250))):
             slot = pop_nb(ev, qa)
@@ -39,3 +42,4 @@ def test_each_pop_is_the_least_event_queued():
     assert not reference
     assert pops > 1000
     assert identical > 100
+    assert tails > 1000

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from spyre_emu.calibration import matmul_program
+from spyre_emu.engine import layout as L
 from spyre_emu.engine import simulate
+from spyre_emu.engine.pack import pack
 from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import parse_unit_program
 from tests.conftest import ROOT, program
@@ -82,3 +84,30 @@ def test_lowered_matmul_with_cohorts(spyre, shape, split):
     """A lowered matmul: multicast cohorts, split K's reduction, stores waiting on the PT."""
     units = parse(matmul_program(*shape, split), spyre, "calibration").units
     _same(simulate(units, spyre), simulate(units, spyre, chain_hops=False))
+
+
+def _some_stores(cores: int, kb: int) -> dict:
+    """Every core loads; every third also stores once its load is done (its stop may inject while other
+    cores' sticks pass), the others have no store or send instruction at all (their stops are quiet)."""
+    units = {}
+    for c in range(cores):
+        units[c] = {"load": [{"op": "load", "dram": f"x+{c * kb * 1024}", "lx": 0, "bytes": kb * 1024,
+                              "signal": ["in"] if c % 3 == 0 else []}]}
+        if c % 3 == 0:
+            units[c]["store"] = [{"op": "store", "lx": 0, "dram": f"y+{c * kb * 1024}", "bytes": kb * 1024,
+                                  "wait": ["in"]}]
+    return program(units, {"x": {"bytes": cores * kb * 1024}, "y": {"bytes": cores * kb * 1024}})
+
+
+@pytest.mark.parametrize(("cores", "kb"), [(32, 32), (10, 48)])
+def test_quiet_stops(spyre, cores, kb):
+    """pack marks quiet the core stops whose store and send units have no instruction (the hop chain then
+    reads no unit there), only those; the logs equal those with every hop an event."""
+    prog = parse_unit_program(json.loads(json.dumps(_some_stores(cores, kb))), spyre)
+    kinds = pack(prog, spyre, 1 << 62).state[L.ST_STOPS][:, L.R_KIND]
+    for c in range(spyre.cores.count):
+        stop = spyre.stop_of(f"core{c}")
+        assert kinds[stop] == (L.STOP_UNITS if c < cores and c % 3 == 0 else L.STOP_QUIET), c
+    assert kinds[spyre.stop_of("pcie")] == L.STOP_QUIET
+    assert (kinds[[spyre.stop_of(f"mc{m}") for m in range(4)]] == L.STOP_MEMORY).all()
+    _same(simulate(prog, spyre), simulate(prog, spyre, chain_hops=False))

@@ -189,8 +189,10 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
            sharing: tuple[tuple[int, ...], tuple[int, ...]]) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
     ``sharing``: the members of the A and B cohorts that load a share of each chunk."""
-    nb = len(ops.batches)
-    by_unit = _by_unit(_passes(plan, n, piece, nb))
+    rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
+    a_lx, b_lx = plan.buffers(n)
+    by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
+                        for r in range(0, rows, plan.rows_per_pass)])
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
     for operand, name, tile, cohort, loading in (("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
@@ -201,56 +203,43 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
                 loads = _load(core, name, part, cohort)
                 _handshake(plan, n, f"{operand}{member}", loads, cohort, list(by_unit))
     work: dict[str, list[Item]] = {}
+    c_lx = plan.c_lx
     fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb, **({"b_k_stride": nb} if nb > 1 else {}),
              "k": plan.k_rows(ks), "accumulate": ks[0] > piece.k[0]}
     for unit, mine in by_unit.items():
-        work[unit] = [core.add(unit, item) for item in repeats(fixed, mine)]
+        work[unit] = [core.add(unit, item) for item in repeats(fixed, [
+            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * plan.b_step + j) * STICK_BYTES,
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(plan.rows_per_pass, rows - r))
+            for j, g, r in mine])]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
     return work
 
 
-def _passes(plan: Plan, n: int, piece: Piece, nb: int) -> np.ndarray:
-    """Chunk ``n``'s passes in order (batch j, then column group g, then rows r of 8), a row
-    (a, b, c, rows) each: the LX addresses of its A rows, B column group and C rows."""
-    rows, groups = piece.m[1], piece.g[1]
-    a_lx, b_lx = plan.buffers(n)
-    j, g, r = (x.ravel() for x in np.meshgrid(np.arange(nb), np.arange(groups),
-                                               np.arange(0, rows, plan.rows_per_pass), indexing="ij"))
-    return np.stack([a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * plan.b_step + j) * STICK_BYTES,
-                     plan.c_lx + ((j * groups + g) * rows + r) * STICK_BYTES,
-                     np.minimum(plan.rows_per_pass, rows - r)], axis=1).astype(np.int64)
-
-
-def repeats(fixed: Item, passes: np.ndarray) -> list[Item]:
-    """One unit's passes in order, rows of (a, b, c, rows), as instructions: runs of passes with equal rows
-    whose operands move on by the same steps (none negative) become one ``repeat`` instruction (exact:
-    nothing waits or signals between them; docs/unit-program.md). A run takes passes while they keep
-    its first step, so where each run ends is found for all passes at once (``_run_ends``)."""
-    steps, joins = np.diff(passes[:, :3], axis=0), passes[1:, 3] == passes[:-1, 3]
-    ends = _run_ends(steps, joins)
-    a, b, c, rows = passes.T.tolist()
+def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:
+    """One unit's passes in order, (a, b, c, rows) each, as instructions: runs of passes with equal rows
+    whose operands move on by the same steps become one ``repeat`` instruction (exact: nothing waits
+    or signals between them; docs/unit-program.md)."""
     out: list[Item] = []
     i = 0
-    while i < len(a):
-        item = {**fixed, "a": a[i], "b": b[i], "c": c[i], "rows": rows[i]}
-        end = ends[i + 1] + 1 if i + 1 < len(a) and joins[i] and steps[i].min() >= 0 else i + 1
+    while i < len(passes):
+        a, b, c, rows = passes[i]
+        end, steps = i + 1, (0, 0, 0)
+        if end < len(passes) and passes[end][3] == rows:
+            steps = (passes[end][0] - a, passes[end][1] - b, passes[end][2] - c)
+            last = (a, b, c)
+            while min(steps) >= 0 and end < len(passes):
+                na, nb, nc, n_rows = passes[end]
+                if n_rows != rows or (na - last[0], nb - last[1], nc - last[2]) != steps:
+                    break
+                last, end = (na, nb, nc), end + 1
+        item = {**fixed, "a": a, "b": b, "c": c, "rows": rows}
         if end - i > 1:
             item["repeat"] = end - i
-            item.update({f"{f}_step": int(d) for f, d in zip("abc", steps[i], strict=True) if d})
+            item.update({f"{f}_step": d for f, d in zip("abc", steps, strict=True) if d})
         out.append(item)
         i = end
     return out
-
-
-def _run_ends(steps: np.ndarray, joins: np.ndarray) -> list[int]:
-    """Per pass k >= 1, the last pass of a run that reaches k: the first k' >= k that does not go on to
-    k' + 1 with the same rows and the step it was reached by (or the last pass)."""
-    n = len(steps) + 1
-    goes_on = np.zeros(n, bool)
-    goes_on[1:-1] = joins[1:] & (steps[1:] == steps[:-1]).all(axis=1)
-    last = np.where(goes_on, n - 1, np.arange(n))
-    return np.minimum.accumulate(last[::-1])[::-1].tolist()
 
 
 def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int]
@@ -300,8 +289,8 @@ def _link(producer: Item, consumer: Item, token: str) -> None:
     consumer.setdefault("wait", []).append(token)
 
 
-def _by_unit(passes: np.ndarray) -> dict[str, np.ndarray]:
-    return {u: mine for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if len(mine)}
+def _by_unit(passes: list[tuple[int, int, int]]) -> dict[str, list[tuple[int, int, int]]]:
+    return {u: mine for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if mine}
 
 
 def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:

@@ -135,7 +135,7 @@ def test_merged_passes_time_exactly_as_one_pass_each(spyre, monkeypatch, shape, 
 
     merged = simulate()
     monkeypatch.setattr(matmul, "repeats", lambda fixed, passes: [
-        {**fixed, "a": a, "b": b, "c": c, "rows": rows} for a, b, c, rows in passes.tolist()])
+        {**fixed, "a": a, "b": b, "c": c, "rows": rows} for a, b, c, rows in passes])
     single = simulate()
     assert merged["instructions"] < single["instructions"]
     assert _without_counts(merged) == _without_counts(single)

@@ -3,8 +3,10 @@ every family cuts a core's share into double-buffered chunks split between the t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 from ..config import STICK_BYTES
@@ -97,10 +99,13 @@ def chunks(runs: Runs, size: int) -> list[Runs]:
     return out
 
 
-def halves(n: int) -> dict[str, tuple[int, int]]:
-    """The two corelets' SFUs each take half of a chunk's ``n`` sticks (the first the larger)."""
+@cache
+def halves(n: int) -> Mapping[str, tuple[int, int]]:
+    """The two corelets' SFUs each take half of a chunk's ``n`` sticks (the first the larger).
+    Cached (a split-K reduction asks for the same few sizes 100,000s of times), hence read-only."""
     mid = -(-n // 2)
-    return {unit: span for unit, span in (("sfu0", (0, mid)), ("sfu1", (mid, n))) if span[1] > span[0]}
+    return MappingProxyType({unit: span for unit, span in (("sfu0", (0, mid)), ("sfu1", (mid, n)))
+                             if span[1] > span[0]})
 
 
 Emit = Callable[[CoreStreams], None]  # appends one core's share of a kernel to its streams

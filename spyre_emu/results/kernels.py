@@ -29,7 +29,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..engine.pack import sfu_stick_cycles
-from ..unit_program.model import matmul_repeat
+from ..unit_program.model import Instruction, matmul_repeat
 from ..unit_program.opcodes import SFU_OPS, unit_kind
 from .traffic import Traffic
 
@@ -81,12 +81,13 @@ def _kernel(name: str, idx: np.ndarray, log: EventLog, machine: Machine, traffic
             waits: np.ndarray, units: Units, op: str) -> dict[str, Any]:
     start, end = int(log.start[idx].min()), int(log.end[idx].max())
     span, ghz = end - start, machine.clock.ghz
-    cores = sorted({log.instructions[i].core for i in idx if log.instructions[i].core >= 0})
-    compute = [i for i in idx if unit_kind(log.instructions[i].unit) in COMPUTE_KINDS]
+    mine = [log.instructions[i] for i in idx.tolist()]  # plain ints: indexing with numpy scalars is slow
+    cores = sorted({ins.core for ins in mine if ins.core >= 0})
+    compute = [i for i, ins in zip(idx.tolist(), mine, strict=True) if unit_kind(ins.unit) in COMPUTE_KINDS]
     exec_start = int(log.start[compute].min()) if compute else start
     exec_end = int(log.end[compute].max()) if compute else end
     per_unit = _per_unit(idx, log, waits, units, start, end)
-    work = _work(idx, log, machine)
+    work = _work(mine, machine)
     moved = {"dram_read": int(traffic.dram_read[idx].sum()), "dram_write": int(traffic.dram_write[idx].sum()),
              "ring": int(ring[idx].sum()) * STICK_BYTES, "lx": int(traffic.lx[idx].sum())}
     ideal = _ideal(work, moved, machine, len(cores))
@@ -144,11 +145,10 @@ def _by_kind(per_unit: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def _work(idx: np.ndarray, log: EventLog, machine: Machine) -> dict[str, Any]:
+def _work(instructions: list[Instruction], machine: Machine) -> dict[str, Any]:
     """PT MACs and their cycles at peak on one array; SFU stick-cycles and elements."""
     macs, pt_cycles, sfu_cycles, elements = 0, 0.0, 0, 0
-    for i in idx:
-        ins = log.instructions[i]
+    for ins in instructions:
         a = ins.args
         if ins.op == "matmul":
             n = matmul_repeat(a) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))

@@ -28,6 +28,7 @@ from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 
 READS_DRAM = {"load", "d2h"}
 WRITES_DRAM = {"store", "h2d"}
+DRAM_OPS = READS_DRAM | WRITES_DRAM
 CHUNK_STICKS = 1 << 20  # sticks whose addresses channel_sticks holds at once (8 MB per array)
 
 
@@ -56,14 +57,21 @@ def trace_traffic(log: EventLog, machine: Machine) -> Traffic:
     read, write, lx = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     geometry = _Geometry(machine)
     shape = np.zeros(n, np.int64)  # per instruction, its transfer shape's index in geometry.shapes
-    dma = [i for i, ins in enumerate(log.instructions) if ins.op in READS_DRAM | WRITES_DRAM]
+    dma = [i for i, ins in enumerate(log.instructions) if ins.op in DRAM_OPS]
     channels = dict(zip(dma, geometry.channel_sticks([log.instructions[i].args for i in dma]), strict=True))
+    computed: dict[tuple, int] = {}  # LX bytes of the matmuls and SFU ops, by op and args: programs repeat them
     for i, ins in enumerate(log.instructions):
-        nbytes = int(ins.args.get("bytes", 0))
-        read[i] = nbytes if ins.op in READS_DRAM else 0
-        write[i] = nbytes if ins.op in WRITES_DRAM else 0
-        lx[i] = lx_bytes(ins, machine)
-        shape[i] = geometry.shape_of(ins, channels.get(i, ()))
+        if ins.op in DRAM_OPS:
+            (read if ins.op in READS_DRAM else write)[i] = ins.args["bytes"]
+        if ins.op == "matmul" or ins.op in SFU_OPS:
+            key = (ins.op, *ins.args.items())
+            if key not in computed:
+                computed[key] = lx_bytes(ins, machine)
+            lx[i] = computed[key]
+        else:
+            lx[i] = lx_bytes(ins, machine)
+        if ins.op in DRAM_OPS or ins.op == "send":
+            shape[i] = geometry.shape_of(ins, channels.get(i, ()))
     # Each instruction's rows of (link, sticks), in instruction order, gathered from its shape's rows.
     sizes = np.array([len(links) for links in geometry.shapes], np.int64)
     table = np.array([row for links in geometry.shapes for row in links], np.int64).reshape(-1, 2)
@@ -130,7 +138,7 @@ class _Geometry:
         ``channels``: a DMA's sticks per channel (``channel_sticks``)."""
         if ins.op == "send":
             shape = ("send", self._stops[ins.core], self._stops[int(ins.args["to_core"])], int(ins.args["bytes"]))
-        elif ins.op in READS_DRAM | WRITES_DRAM:
+        elif ins.op in DRAM_OPS:
             shape = (ins.op in READS_DRAM, self._stops[ins.core], channels,
                      tuple(self._stops[c] for c in ins.args.get("to", ())))
         else:

@@ -157,6 +157,7 @@ def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", s
     buffers = _allocate(data.get("buffers", {}), machine, source, base)
     streams: dict[tuple[int, str], tuple[Instruction, ...]] = {}
     seen_cores: set[int] = set()
+    passed: set[tuple] = set()  # signatures of the instructions that passed check_instruction
     for i, core in enumerate(data["cores"]):
         where = f"cores[{i}]"
         if core["core"] >= machine.cores.count:
@@ -168,10 +169,10 @@ def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", s
         for unit in CORE_UNITS:
             if unit in core["units"]:
                 streams[(core["core"], unit)] = _stream(
-                    core["units"][unit], core["core"], unit, f"{where}.units.{unit}", buffers, machine, source)
+                    core["units"][unit], core["core"], unit, f"{where}.units.{unit}", buffers, machine, source, passed)
     if data.get("host"):
         streams[(HOST_CORE, HOST_UNIT)] = _stream(data["host"], HOST_CORE, HOST_UNIT, "host", buffers,
-                                                   machine, source)
+                                                   machine, source, passed)
     _check_tokens(streams, source)
     ordered = dict(sorted(streams.items(), key=lambda kv: (kv[0][0] < 0, kv[0][0],
                                                           _unit_order(kv[0][1]))))
@@ -258,24 +259,35 @@ def _prod(shape: tuple[int, ...]) -> int:
     return out
 
 
+META = ("op", "wait", "signal", "note", "kernel")  # an item's keys that are not its instruction's args
+
+
 def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers: dict[str, Buffer],
-            machine: Machine, source: str) -> tuple[Instruction, ...]:
+            machine: Machine, source: str, passed: set[tuple]) -> tuple[Instruction, ...]:
+    """``passed``: signatures (core, op, args) of instructions already checked. check_instruction looks at
+    nothing else but the machine, so an equal instruction passes again: big programs repeat them
+    (every core of a kernel lays out LX alike), and each is checked once."""
     out = []
+    allowed = UNIT_OPS[unit_kind(unit)]
     for j, item in enumerate(raw):
-        path = f"{where}[{j}]"
         op = item["op"]
-        if op not in UNIT_OPS[unit_kind(unit)]:
-            raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, path + ".op")
-        args = {k: v for k, v in item.items() if k not in ("op", "wait", "signal", "note", "kernel")}
+        if op not in allowed:
+            raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, f"{where}[{j}].op")
+        args = dict(item)
+        for key in META:
+            args.pop(key, None)
         if "to" in args:
             args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
         if "piece" in args or "stride" in args:
-            check_pieces(args, path, source)
+            check_pieces(args, f"{where}[{j}]", source)
         if "dram" in args:
-            args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, path)
+            args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, f"{where}[{j}]")
         ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
-                          tuple(item.get("signal", ())), path, item.get("kernel", ""))
-        check_instruction(ins, machine, source)
+                          tuple(item.get("signal", ())), f"{where}[{j}]", item.get("kernel", ""))
+        signature = (core, op, *args.items())
+        if signature not in passed:
+            check_instruction(ins, machine, source)
+            passed.add(signature)
         out.append(ins)
     return tuple(out)
 

@@ -38,7 +38,7 @@ CHECKOUT = Path(os.environ.get("ENGINE_SPEED_CHECKOUT", ROOT))  # the tree a chi
 sys.path.insert(0, str(CHECKOUT))
 
 import numba  # noqa: E402
-from checkout import reference_checkout  # noqa: E402
+from checkout import child_json, reference_checkout  # noqa: E402
 
 import spyre_emu  # noqa: E402
 from spyre_emu import load_machine, load_program  # noqa: E402
@@ -148,11 +148,7 @@ def child() -> None:
 
 def run_child(checkout: Path) -> list[dict]:
     env = {**os.environ, "ENGINE_SPEED_CHECKOUT": str(checkout)}
-    out = subprocess.run([sys.executable, __file__, "--child"], cwd=checkout, env=env, capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"the benchmark at {checkout} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([__file__, "--child"], f"the benchmark at {checkout}", cwd=checkout, env=env)
 
 
 def fastest(runs: list[list[dict]]) -> list[dict]:

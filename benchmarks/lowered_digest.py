@@ -15,13 +15,12 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from dataclasses import astuple, fields
 from pathlib import Path
 
 import numpy as np
-from checkout import reference_checkout
+from checkout import child_json, reference_checkout
 from sweep_cases import SLOWEST
 
 from spyre_emu import pipeline
@@ -65,11 +64,7 @@ def child(names: list[str]) -> dict[str, list[str]]:
 
 def measure(root: Path, names: list[str]) -> dict[str, list[str]]:
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{ROOT / 'benchmarks'}", "SPYRE_EMU_RESULT_CACHE": "0"}
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(names)], cwd=root, env=env,
-                         capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"digests at {root} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([__file__, "--child", json.dumps(names)], f"digests at {root}", cwd=root, env=env)
 
 
 def main() -> None:

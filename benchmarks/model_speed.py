@@ -39,6 +39,7 @@ from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.frontend.models, whatever the current directory
+from checkout import child_json  # noqa: E402
 from stages import timed_stages  # noqa: E402
 
 from tests.frontend import models  # noqa: E402
@@ -131,11 +132,8 @@ def child(phase: str, layers: int, wrap: bool) -> dict:
 def measure(root: Path, phase: str, layers: int, wrap: bool = False) -> dict:
     """Run ``child`` in a fresh interpreter against the simulator checked out at ``root``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, __file__, "--child", phase, "--layers", str(layers), "--root", str(root),
-                          *(["--wrap"] if wrap else [])], env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"{phase} at {root} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([__file__, "--child", phase, "--layers", str(layers), "--root", str(root),
+                       *(["--wrap"] if wrap else [])], f"{phase} at {root}", env=env)
 
 
 def use_checkout(root: Path) -> None:

@@ -17,12 +17,10 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from checkout import reference_checkout
+from checkout import child_json, reference_checkout
 from stages import timed_stages
 
 import spyre_emu
@@ -58,11 +56,7 @@ def child(case: str, repeat: int) -> dict:
 
 def measure(root: Path, case: str, repeat: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root), "SPYRE_EMU_RESULT_CACHE": "0"}
-    out = subprocess.run([sys.executable, __file__, "--child", case, "--repeat", str(repeat)], cwd=root, env=env,
-                         capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"{case} at {root} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json([__file__, "--child", case, "--repeat", str(repeat)], f"{case} at {root}", cwd=root, env=env)
 
 
 def main() -> None:

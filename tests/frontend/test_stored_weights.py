@@ -140,3 +140,15 @@ def test_a_weight_through_aot_autograd_is_relayouted_once():
         ops[weights] = _ops(_kernels())
     assert ops["stored"] == [RESTICKIFY, *ops["prepared"]]
     assert ops["prepared"][0] == "batchmatmul"
+
+
+def test_on_two_cards_each_card_transposes_its_own_shard(check):
+    """Tensor parallel (Megatron: the first Linear split by its outputs, the second by its inputs): each
+    card holds its shard of every weight as stored, [128, 128] here, and transposes that shard before its
+    matmul; the drawer's result is torch's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 128)).half().eval()
+    x = torch.randn(32, 128).half()
+    check(model, x, options={"cards": 2, **STORED})
+    relayouts = [(k["shapes"], k["attrs"]["perm"]) for k in _kernels() if k["op"] == RESTICKIFY]
+    assert relayouts == [([[128, 128], [128, 128]], [1, 0])] * 2

@@ -1,13 +1,14 @@
 """The event queue pops in the canonical order (cycle, kind, payload), whatever the push order, over
 the calendar window and the far heap, with many identical events (they need no tie-break), whether
-pushed by ``push_nb`` or by ``push_tail_nb`` (its append at the tail inlined)."""
+pushed by ``push_nb`` or by ``push_tail_nb`` (its append at the tail inlined), and with gaps that make
+the pop step over empty groups of buckets at once."""
 
 import heapq
 
 import numpy as np
 
 from spyre_emu.engine import layout as L
-from spyre_emu.engine.queue import WINDOW, new_queue, pop_nb, push_nb, push_tail_nb
+from spyre_emu.engine.queue import GROUP, WINDOW, new_queue, pop_nb, push_nb, push_tail_nb
 
 
 def _row(ev, slot):
@@ -23,7 +24,8 @@ def test_each_pop_is_the_least_event_queued():
     now, pops, identical, tails = 0, 0, 0, 0
     for _ in range(30):
         for _ in range(int(rng.integers(1, 200))):  # never before the current cycle, some beyond the window
-            row = (now + int(rng.choice([0, 1, 2, 5, WINDOW - 1, WINDOW + 3, 3 * WINDOW])),
+            row = (now + int(rng.choice([0, 1, 2, 5, GROUP - 1, GROUP, GROUP + 1, 1000,
+                                                      WINDOW - 1, WINDOW + 3, 3 * WINDOW])),
                    *(int(x) for x in rng.integers(0, 2, 6)))  # few values: many identical events
             identical += row in reference
             tail = bool(rng.integers(2))

@@ -23,21 +23,23 @@ from numba import njit
 from . import layout as L
 from .dma import channel_nb, delivered_nb, issue_nb, request_nb, start_dma_nb, stick_nb
 from .fifo import fifo_visible_nb, step_nb
-from .queue import at_nb, pop_nb
+from .queue import at_nb, pop_nb, push_nb
 
 
-@njit(cache=True, _nrt=False)
-def _try_start_nb(st, u, t):
-    ins, toks, us, tok = st[L.ST_INS], st[L.ST_TOKS], st[L.ST_US], st[L.ST_TOK]
+@njit(cache=True, _nrt=False, inline="always")
+def _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t):
+    """Start the unit's next instruction if its tokens are there; (False if the event table is full, the
+    DMA instruction the caller must start with ``start_dma_nb`` or -1). Only the arrays it uses are
+    passed, not the state tuple: this runs twice per instruction."""
     if us[u, L.U_BUSY] == 1 or us[u, L.U_PC] >= us[u, L.U_END]:
-        return True
+        return True, -1
     i = us[u, L.U_PC]
     for w in range(ins[i, L.I_W0], ins[i, L.I_W1]):
         if tok[toks[w]] < 1:
             us[u, L.U_WAITTOK] = toks[w]
             if us[u, L.U_WAITSINCE] < 0:
                 us[u, L.U_WAITSINCE] = t
-            return True
+            return True, -1
     for w in range(ins[i, L.I_W0], ins[i, L.I_W1]):
         tok[toks[w]] -= 1
     if us[u, L.U_WAITSINCE] >= 0:
@@ -45,22 +47,21 @@ def _try_start_nb(st, u, t):
         us[u, L.U_WAITSINCE] = -1
     us[u, L.U_WAITTOK] = -1
     us[u, L.U_BUSY] = 1
-    st[L.ST_TIMES][0, i] = t
+    times[L.T_START, i] = t
     op = ins[i, L.I_OP]
     if op == L.OP_MATMUL or (op == L.OP_SFU and ins[i, L.I_A1] == 0 and ins[i, L.I_A3] == 0):
-        return at_nb(st, t + ins[i, L.I_DUR], L.EV_DONE, u)
+        return push_nb(ev, qa, t + ins[i, L.I_DUR], L.EV_DONE, u), -1
     if op == L.OP_LX2FIFO or op == L.OP_FIFO2LX or op == L.OP_SFU:
         us[u, L.U_LEFT] = ins[i, L.I_A4]
-        return at_nb(st, t, L.EV_STEP, u)
-    return start_dma_nb(st, u, i, t)
+        return push_nb(ev, qa, t, L.EV_STEP, u), -1
+    return True, i
 
 
 @njit(cache=True, _nrt=False)
-def _finish_nb(st, u, t):
+def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
     """End the unit's oldest instruction: record, signal its tokens. A DMA unit then ends its next one
     too if that one is already delivered (in order; it started when this one was issued); any other
-    unit starts its next instruction."""
-    ins, us, order, times = st[L.ST_INS], st[L.ST_US], st[L.ST_ORDER], st[L.ST_TIMES]
+    unit starts its next instruction. Returns what ``_try_start_nb`` returns."""
     i = us[u, L.U_OLDEST]
     times[L.T_END, i] = t
     order[i] = order[-1]
@@ -68,22 +69,23 @@ def _finish_nb(st, u, t):
     us[u, L.S_BUSY] += t - max(times[L.T_START, i], us[u, L.U_LASTEND])
     us[u, L.U_LASTEND] = t
     us[u, L.U_OLDEST] += 1
-    ok = _signal_nb(st, i, t)
+    ok = ins[i, L.I_S0] == ins[i, L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
     op = ins[i, L.I_OP]
     if op <= L.OP_SEND or op >= L.OP_H2D:
         j = us[u, L.U_OLDEST]
         if j < us[u, L.U_PC] and times[L.T_LEFT, j] == 0:
-            ok &= at_nb(st, max(t, times[L.T_READY, j]), L.EV_DONE, u)
-        return ok
+            ok &= push_nb(ev, qa, max(t, times[L.T_READY, j]), L.EV_DONE, u)
+        return ok, -1
     us[u, L.U_BUSY] = 0
     us[u, L.U_PC] += 1
-    return ok and _try_start_nb(st, u, t)
+    if not ok:
+        return False, -1
+    return _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t)
 
 
 @njit(cache=True, _nrt=False)
-def _signal_nb(st, i, t):
+def _signal_nb(ins, toks, us, tok, ev, qa, i, t):
     """Instruction ``i`` ended at ``t``: count up its tokens and wake the units waiting on them."""
-    ins, toks, us, tok = st[L.ST_INS], st[L.ST_TOKS], st[L.ST_US], st[L.ST_TOK]
     ok = True
     for s in range(ins[i, L.I_S0], ins[i, L.I_S1]):
         k = toks[s]
@@ -91,7 +93,7 @@ def _signal_nb(st, i, t):
         for w in range(us.shape[0]):
             if us[w, L.U_WAITTOK] == k:
                 us[w, L.U_WAITTOK] = -1
-                ok &= at_nb(st, t, L.EV_TRY, w)
+                ok &= push_nb(ev, qa, t, L.EV_TRY, w)
     return ok
 
 
@@ -114,6 +116,7 @@ def run_nb(st, now, budget):
     ins, us, cfg, ch, bank, fifo = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK], st[L.ST_FIFO]
     chunk, chan_stop, ev, qa, times, pending = (st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_EV], st[L.ST_QA],
                                                 st[L.ST_TIMES], st[L.ST_PENDING])
+    toks, tok, order = st[L.ST_TOKS], st[L.ST_TOK], st[L.ST_ORDER]
     for _ in range(budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
@@ -139,11 +142,15 @@ def run_nb(st, now, budget):
         elif kind == L.EV_FIFO_VIS:
             ok = fifo_visible_nb(fifo, ev, qa, p0, t)
         elif kind == L.EV_DONE:
-            ok = _finish_nb(st, p0, t)
+            ok, dma = _finish_nb(ins, toks, us, tok, times, order, ev, qa, p0, t)
+            if dma >= 0:
+                ok = start_dma_nb(st, p0, dma, t)
         elif kind == L.EV_ISSUE:
             ok = issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, p0, t)
         else:
-            ok = _try_start_nb(st, p0, t)
+            ok, dma = _try_start_nb(ins, toks, us, tok, times, ev, qa, p0, t)
+            if dma >= 0:
+                ok = start_dma_nb(st, p0, dma, t)
         if not ok:
             return L.STATUS_QUEUE_FULL, now
     return L.STATUS_RUNNING, now

@@ -181,7 +181,7 @@ def _arrays(log: EventLog) -> dict[str, Any]:
 
 def _unpack(program: Program, entry: Entry) -> tuple[EventLog, Report]:
     arrays, data = entry
-    return EventLog(instructions=program.units.instructions(), **arrays), Report(data)
+    return EventLog(instructions=program.units.columns.instructions, **arrays), Report(data)
 
 
 def _simulate(program: Program, machine: Machine, max_cycles: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +21,7 @@ LINK_STATS = ("sticks", "wait_cycles")
 class EventLog:
     """Times are cycles; ``order`` is the completion order (ties broken as the engine did)."""
 
-    instructions: list[Instruction]
+    instructions: Sequence[Instruction]  # the program's own (a tuple), not a copy
     start: np.ndarray
     end: np.ndarray
     first_push: np.ndarray
@@ -36,19 +37,21 @@ class EventLog:
     stall_room: np.ndarray | None = None
 
 
-def make_log(state: tuple, instructions: list[Instruction], unit_names: list[str]) -> EventLog:
+def make_log(state: tuple, instructions: Sequence[Instruction], unit_names: list[str]) -> EventLog:
+    """The log of a finished run. The per-instruction arrays are views of the state's rows, not copies:
+    ``simulate`` drops the state once the log is made."""
     us, ch, link = state[2], state[5], state[8]
     n = len(instructions)
     times, order = state[14], state[15]
-    end = times[L.T_END, :n].copy()
+    end = times[L.T_END, :n]
     return EventLog(
         instructions=instructions,
-        start=times[L.T_START, :n].copy(), end=end, first_push=times[L.T_FIRST_PUSH, :n].copy(),
-        order=order[:n].copy(),
+        start=times[L.T_START, :n], end=end, first_push=times[L.T_FIRST_PUSH, :n],
+        order=order[:n],
         unit_names=unit_names,
         unit_stats=us[:, L.STAT_FIRST:].copy(),
         channel_stats=ch[:, L.D_STAT_FIRST:].copy(),
         link_stats=link[:, L.L_STICKS:].copy(),
         total_cycles=int(end.max()) if n else 0,
-        stall_data=times[L.T_STALL_DATA, :n].copy(), stall_room=times[L.T_STALL_ROOM, :n].copy(),
+        stall_data=times[L.T_STALL_DATA, :n], stall_room=times[L.T_STALL_ROOM, :n],
     )

@@ -14,8 +14,9 @@ The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb
 the loop: a call to a jitted function passes the state tuple as about 150 scalars (18 arrays, each
 a pointer, sizes and strides), which cost more than the work of a multicast copy's landing. Inlining
 the rest as well (issue, the DRAM and FIFO handlers) was tried: its first compile ran over three CPU
-minutes without finishing. So those handlers stay calls but take only the arrays they use; the
-state tuple is passed only to the per-instruction handlers below.
+minutes without finishing. So those handlers stay calls but take only the arrays they use, and so do
+an instruction's end and start below (twice per instruction: on a program of short PT passes, passing
+the tuple was most of the loop's time); only a DMA instruction's start gets the tuple.
 """
 
 from numba import njit

@@ -7,6 +7,7 @@ the loop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -27,7 +28,7 @@ class Packed:
     """The state tuple plus what is needed to read it back."""
 
     state: tuple
-    instructions: list[Instruction]
+    instructions: Sequence[Instruction]
     unit_names: list[str]
     tokens: list[str]
 
@@ -77,7 +78,7 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     state[L.ST_CFG][L.C_LINE_SHIFT] = machine.dram.interleave_bytes.bit_length() - 1
     state[L.ST_CFG][L.C_CHANNEL_SHIFT] = machine.dram.channels.bit_length() - 1
     state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
-    return Packed(state, list(cols.instructions), names, list(cols.tokens))
+    return Packed(state, cols.instructions, names, list(cols.tokens))
 
 
 def _table(cols: Columns, machine: Machine, us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,36 +215,62 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
         d.t_rl_cycles, d.t_wl_cycles, d.t_rp_cycles, d.t_ras_cycles, d.t_wr_cycles, d.t_wtr_cycles,
         d.t_rtw_cycles, d.t_refi_cycles, d.t_rfc_cycles, machine.fifo.depth_sticks,
         len(machine.ring.stops), n_units, max_cycles, d.page_policy == "closed"]
-    ch = np.zeros((d.channels, L.D_COLS), np.int64)
-    ch[:, [L.D_LASTW, L.D_QHEAD_R, L.D_QTAIL_R, L.D_QHEAD_W, L.D_QTAIL_W]] = -1
-    ch[:, L.D_NEXTREF] = d.t_refi_cycles + np.arange(d.channels) * (d.t_refi_cycles // d.channels)
-    bank = np.zeros((d.channels * d.banks, L.B_COLS), np.int64)
-    bank[:, L.B_ROW] = -1
-    bank[:, L.B_WREND] = -d.t_wr_cycles  # no write yet: write recovery never delays a precharge
-    fifo = np.zeros((4 * machine.cores.count, L.F_COLS), np.int64)
-    fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
+    ch, bank = (a.copy() for a in _dram_of(d.channels, d.banks, d.t_refi_cycles, d.t_wr_cycles))
+    fifo = _fifos_of(machine.cores.count).copy()
     link = np.zeros((2 * len(machine.ring.stops), L.L_COLS), np.int64)
     inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
     movers = _mover_units(machine.cores.count)
     movers = movers[us[movers, L.U_END] > us[movers, L.U_PC]]  # the DMA units that have instructions
     # Request slots: unit u's are rows u * inflight_sticks on (dma.issue_nb); only DMA units issue.
     chunk = np.zeros((max(int(movers.max(initial=-1)) + 1, 1) * inflight_sticks, L.K_COLS), np.int64)
-    per_mc = d.channels // d.controllers
-    chan_stop = np.array([machine.stop_of(f"mc{c // per_mc}") for c in range(d.channels)], np.int64)
+    chan_stop = _channel_stops_of(machine.ring.stops, d.channels, d.controllers).copy()  # numba: writable
     rx_port = np.zeros(machine.cores.count, np.int64)
     # Pending events: one per in-flight stick or request of each DMA unit that has instructions (a
     # multicast stick: one per direction, and one per copy being written where it passed:
     # ring.travel_nb), one per stick in a FIFO (becoming visible), and a few per unit and channel.
     fifo_sticks = 4 * machine.cores.count * machine.fifo.depth_sticks
-    copies = int(ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4].max(initial=0))
+    loads = ins[ins[:, L.I_OP] == Op.LOAD, L.I_A4] if len(movers) else ins[:0, L.I_A4]  # no DMA unit: no load
     ev, qa = new_queue(len(movers) * 2 * inflight_sticks + n_units * 8
-                       + machine.cores.count * inflight_sticks * copies + fifo_sticks + 1024)
-    times = np.full((L.T_ROWS, max(n_ins, 1)), -1, np.int64)
-    times[[L.T_STALL_DATA, L.T_STALL_ROOM]] = 0
+                       + machine.cores.count * inflight_sticks * int(loads.max(initial=0)) + fifo_sticks + 1024)
+    times = np.empty((L.T_ROWS, max(n_ins, 1)), np.int64)
+    times.fill(-1)
+    times[L.T_STALL_DATA:L.T_STALL_ROOM + 1] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
     pending = np.zeros(2 * len(machine.ring.stops), np.int64)
     return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,
             chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine, us))
+
+
+@cache
+def _dram_of(channels: int, banks: int, t_refi: int, t_wr: int) -> tuple[np.ndarray, np.ndarray]:
+    """The DRAM channels and banks before the run (read-only: pack copies them; numba compiles read-only
+    arrays as another type)."""
+    ch = np.zeros((channels, L.D_COLS), np.int64)
+    ch[:, [L.D_LASTW, L.D_QHEAD_R, L.D_QTAIL_R, L.D_QHEAD_W, L.D_QTAIL_W]] = -1
+    ch[:, L.D_NEXTREF] = t_refi + np.arange(channels) * (t_refi // channels)
+    bank = np.zeros((channels * banks, L.B_COLS), np.int64)
+    bank[:, L.B_ROW] = -1
+    bank[:, L.B_WREND] = -t_wr  # no write yet: write recovery never delays a precharge
+    for a in (ch, bank):
+        a.setflags(write=False)
+    return ch, bank
+
+
+@cache
+def _fifos_of(cores: int) -> np.ndarray:
+    fifo = np.zeros((4 * cores, L.F_COLS), np.int64)
+    fifo[:, [L.F_WDATA, L.F_WROOM]] = -1
+    fifo.setflags(write=False)
+    return fifo
+
+
+@cache
+def _channel_stops_of(stops: tuple[str, ...], channels: int, controllers: int) -> np.ndarray:
+    """Each DRAM channel's ring stop: its memory controller's."""
+    per_mc = channels // controllers
+    out = np.array([stops.index(f"mc{c // per_mc}") for c in range(channels)], np.int64)
+    out.setflags(write=False)
+    return out
 
 
 def _stops(machine: Machine, us: np.ndarray) -> np.ndarray:

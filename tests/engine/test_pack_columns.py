@@ -80,7 +80,7 @@ def assert_packed_as_expected(units: UnitProgram, machine: Machine) -> None:
         np.testing.assert_array_equal(ins, table)
     np.testing.assert_array_equal(toks, want_toks)
     assert packed.tokens == tokens
-    assert packed.instructions == units.instructions()
+    assert list(packed.instructions) == units.instructions()
     for u in range(us.shape[0]):
         first, end = ranges.get(u, (0, 0))
         assert (us[u, L.U_PC], us[u, L.U_OLDEST], us[u, L.U_END]) == (first, first, end), packed.unit_names[u]

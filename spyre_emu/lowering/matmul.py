@@ -74,11 +74,15 @@ class Operands:
             self.memo[key] = self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
         return self.memo[key]
 
-    def c(self, groups: range, m0: int, rows: int, j: int) -> Runs:
-        """C of the block's batch ``j``, column group after column group (each as a PT pass writes it):
-        one stick lookup for all the groups."""
-        per_group = self._runs(2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1])
-        return [run for runs in per_group for run in runs]
+    def c(self, groups: range, m0: int, rows: int) -> Runs:
+        """C of the block, batch after batch, column group after column group (each as a PT pass writes
+        it): one stick lookup for all the groups (shared: never modify them; every core of a K group
+        stores the same tile)."""
+        key = (2, groups, m0, rows, self.batches)
+        if key not in self.memo:
+            self.memo[key] = [run for j in range(len(self.batches)) for runs in self._runs(
+                2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1]) for run in runs]
+        return self.memo[key]
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
-        runs = [run for j in range(len(xs)) for run in ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m, j)]
+        runs = ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m)
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)
@@ -219,10 +223,11 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
     c_lx = plan.c_lx
     fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb, **({"b_k_stride": nb} if nb > 1 else {}),
              "k": plan.k_rows(ks), "accumulate": ks[0] > piece.k[0]}
+    b_step, per_pass = plan.b_step, plan.rows_per_pass
     for unit, mine in by_unit.items():
         work[unit] = [core.add(unit, item) for item in repeats(fixed, [
-            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * plan.b_step + j) * STICK_BYTES,
-             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(plan.rows_per_pass, rows - r))
+            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * b_step + j) * STICK_BYTES,
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(per_pass, rows - r))
             for j, g, r in mine])]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
@@ -234,18 +239,19 @@ def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:
     whose operands move on by the same steps become one ``repeat`` instruction (exact: nothing waits
     or signals between them; docs/unit-program.md)."""
     out: list[Item] = []
-    i = 0
-    while i < len(passes):
+    i, total = 0, len(passes)
+    while i < total:
         a, b, c, rows = passes[i]
         end, steps = i + 1, (0, 0, 0)
-        if end < len(passes) and passes[end][3] == rows:
-            steps = (passes[end][0] - a, passes[end][1] - b, passes[end][2] - c)
-            last = (a, b, c)
-            while min(steps) >= 0 and end < len(passes):
-                na, nb, nc, n_rows = passes[end]
-                if n_rows != rows or (na - last[0], nb - last[1], nc - last[2]) != steps:
-                    break
-                last, end = (na, nb, nc), end + 1
+        if end < total and passes[end][3] == rows:
+            steps = da, db, dc = passes[end][0] - a, passes[end][1] - b, passes[end][2] - c
+            if da >= 0 and db >= 0 and dc >= 0:
+                last_a, last_b, last_c = a, b, c
+                while end < total:
+                    na, nb, nc, n_rows = passes[end]
+                    if n_rows != rows or na - last_a != da or nb - last_b != db or nc - last_c != dc:
+                        break
+                    last_a, last_b, last_c, end = na, nb, nc, end + 1
         item = {**fixed, "a": a, "b": b, "c": c, "rows": rows}
         if end - i > 1:
             item["repeat"] = end - i

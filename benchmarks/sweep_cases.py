@@ -59,12 +59,12 @@ def child(case: str, repeat: int) -> dict:
     return {"wall_s": best, "latency_us": latency, "stages_s": {k: round(v, 3) for k, v in stages.items()}}
 
 
-def child_all() -> dict:
-    """Time the whole sweep set through validate's parallel path, in this process and its pool."""
+def child_all(folder: Path) -> dict:
+    """Time the whole sweep set of ``folder`` through validate's parallel path, in this process and its pool."""
     validate, pool = importlib.import_module("spyre_emu.validate"), importlib.import_module("spyre_emu.pool")
-    with open(DEFAULT_DATA / SWEEP) as f:
+    with open(folder / SWEEP) as f:
         rows = len(list(csv.DictReader(f)))
-    cases = load_cases(DEFAULT_DATA)[0][:rows]  # the sweep's cases come first, one per row
+    cases = load_cases(folder)[0][:rows]  # the sweep's cases come first, one per row
     start = time.perf_counter()
     points = validate.run_calibration(load_machine(), cases)
     return {"wall_s": time.perf_counter() - start, "cases": len(cases), "workers": pool.workers(),
@@ -85,7 +85,8 @@ def main() -> None:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child_all() if args.child == "all" else child(args.child, args.repeat)))
+        whole = args.child.startswith("all=")  # the data folder of this tree: the reference's may have none
+        print(json.dumps(child_all(Path(args.child[4:])) if whole else child(args.child, args.repeat)))
         return
     with reference_checkout(ROOT, args.reference) as ref_root:
         measure(ROOT, args.case[0], 1)  # warm the numba caches of both checkouts
@@ -108,10 +109,11 @@ def main() -> None:
                 print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
 
 def whole_set(root: Path, ref_root: Path | None) -> None:
-    new = measure(root, "all", 1)
+    new = measure(root, f"all={DEFAULT_DATA}", 1)
     line = f"whole sweep set: {new['cases']} cases, {new['workers']} workers  {new['wall_s']:7.1f} s"
+    print(line, flush=True)
     if ref_root:
-        ref = measure(ref_root, "all", 1)
+        ref = measure(ref_root, f"all={DEFAULT_DATA}", 1)
         same = "figures equal" if ref["latency_us"] == new["latency_us"] else "FIGURES DIFFER"
         line += f"  reference {ref['wall_s']:7.1f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
     print(line)

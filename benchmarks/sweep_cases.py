@@ -9,11 +9,16 @@ child process per checkout with the numba cache warm, best of ``--repeat`` runs.
 the wall time of the case and of its stages (lowering, pack, the event loop, the report) and the
 simulated latency; the reference (a git revision, checked out in a temporary worktree) runs the same
 cases in its own children, so each line shows both, the speed-up, and whether the latency is equal.
+
+``--all``: instead, the wall time of the whole sweep set (every row of the CSV) as ``spyre-emu validate``
+runs it, ``validate.run_calibration`` in the local process pool (``SPYRE_EMU_WORKERS``, default the CPUs),
+result cache off, once per checkout, and whether every case's figures are equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib
 import json
 import os
@@ -24,7 +29,7 @@ from checkout import child_json, reference_checkout
 from stages import timed_stages
 
 import spyre_emu
-from spyre_emu.calibration import matmul_program
+from spyre_emu.calibration import DEFAULT_DATA, SWEEP, load_cases, matmul_program
 from spyre_emu.config import load_machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +59,18 @@ def child(case: str, repeat: int) -> dict:
     return {"wall_s": best, "latency_us": latency, "stages_s": {k: round(v, 3) for k, v in stages.items()}}
 
 
+def child_all(folder: Path) -> dict:
+    """Time the whole sweep set of ``folder`` through validate's parallel path, in this process and its pool."""
+    validate, pool = importlib.import_module("spyre_emu.validate"), importlib.import_module("spyre_emu.pool")
+    with open(folder / SWEEP) as f:
+        rows = len(list(csv.DictReader(f)))
+    cases = load_cases(folder)[0][:rows]  # the sweep's cases come first, one per row
+    start = time.perf_counter()
+    points = validate.run_calibration(load_machine(), cases)
+    return {"wall_s": time.perf_counter() - start, "cases": len(cases), "workers": pool.workers(),
+            "latency_us": [p.simulated for p in points]}
+
+
 def measure(root: Path, case: str, repeat: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root), "SPYRE_EMU_RESULT_CACHE": "0"}
     return child_json([__file__, "--child", case, "--repeat", str(repeat)], f"{case} at {root}", cwd=root, env=env)
@@ -64,15 +81,20 @@ def main() -> None:
     ap.add_argument("--case", nargs="+", default=SLOWEST, help="sweep rows: role,phase,B,M,N,K,split_b,m,n,k")
     ap.add_argument("--reference", help="a git revision to compare against (run from a temporary worktree)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--all", action="store_true", help="time the whole sweep set in the process pool instead")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.repeat)))
+        whole = args.child.startswith("all=")  # the data folder of this tree: the reference's may have none
+        print(json.dumps(child_all(Path(args.child[4:])) if whole else child(args.child, args.repeat)))
         return
     with reference_checkout(ROOT, args.reference) as ref_root:
         measure(ROOT, args.case[0], 1)  # warm the numba caches of both checkouts
         if ref_root:
             measure(ref_root, args.case[0], 1)
+        if args.all:
+            whole_set(ROOT, ref_root)
+            return
         for case in args.case:
             new = measure(ROOT, case, args.repeat)
             line = f"{case:<44} {new['wall_s']:7.2f} s  {new['latency_us']:10.2f} us"
@@ -85,6 +107,17 @@ def main() -> None:
             print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
             if ref_root:
                 print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
+
+def whole_set(root: Path, ref_root: Path | None) -> None:
+    new = measure(root, f"all={DEFAULT_DATA}", 1)
+    line = f"whole sweep set: {new['cases']} cases, {new['workers']} workers  {new['wall_s']:7.1f} s"
+    print(line, flush=True)
+    if ref_root:
+        ref = measure(ref_root, f"all={DEFAULT_DATA}", 1)
+        same = "figures equal" if ref["latency_us"] == new["latency_us"] else "FIGURES DIFFER"
+        line += f"  reference {ref['wall_s']:7.1f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
+    print(line)
+
 
 if __name__ == "__main__":
     main()

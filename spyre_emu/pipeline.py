@@ -75,7 +75,8 @@ def lowered(kernels: KernelProgram, machine: Machine, kernel_ops: dict[str, str]
     digest = memo.digest(kernels)
     units = memo.lookup(_units_key(digest, machine)) if cache else None
     if units is None:
-        units = lower(kernels, machine)
+        with memo.collector_paused():
+            units = lower(kernels, machine)
     return Program(units, kernels.tensors, kernel_ops or {}, digest)
 
 
@@ -186,5 +187,6 @@ def _unpack(program: Program, entry: Entry) -> tuple[EventLog, Report]:
 
 def _simulate(program: Program, machine: Machine, max_cycles: int,
               progress: Progress | None) -> tuple[EventLog, Report]:
-    log = simulate(program.units, machine, max_cycles, progress=progress)
-    return log, build_report(log, machine, program.units.source, program.kernel_ops)
+    with memo.collector_paused():
+        log = simulate(program.units, machine, max_cycles, progress=progress)
+        return log, build_report(log, machine, program.units.source, program.kernel_ops)

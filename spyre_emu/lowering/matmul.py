@@ -22,7 +22,7 @@ long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -49,6 +49,7 @@ class Operands:
     names: tuple[str, str, str]
     layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
     batches: tuple[int | None, ...]
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # one kernel's A and B runs, by request
 
     def _runs(self, which: int, rows: np.ndarray, cols: np.ndarray, batches: tuple[int | None, ...]) -> list[Runs]:
         """Per column of ``cols``, the sticks holding host rows ``rows`` (each for every batch, batches
@@ -59,18 +60,29 @@ class Operands:
         return rows_as_runs(stick_of(self.layouts[which], host).reshape(cols.size, per))
 
     def a(self, k_sticks: range, m0: int, rows: int) -> list[Runs]:
-        """Per K stick of ``k_sticks``, the runs of the rows' A sticks."""
-        return self._runs(0, np.arange(m0, m0 + rows), np.array(k_sticks) * 64, self.batches)
+        """Per K stick of ``k_sticks``, the runs of the rows' A sticks (shared: never modify them)."""
+        key = (0, k_sticks, m0, rows, self.batches)
+        if key not in self.memo:
+            self.memo[key] = self._runs(0, np.arange(m0, m0 + rows), np.array(k_sticks) * 64, self.batches)
+        return self.memo[key]
 
     def b(self, groups: range, k0: int, count: int) -> list[Runs]:
-        """Per column group of ``groups``, the runs of B's K rows ``k0 .. k0 + count``."""
-        return self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
+        """Per column group of ``groups``, the runs of B's K rows ``k0 .. k0 + count`` (shared: never
+        modify them)."""
+        key = (1, groups, k0, count, self.batches)
+        if key not in self.memo:
+            self.memo[key] = self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
+        return self.memo[key]
 
-    def c(self, groups: range, m0: int, rows: int, j: int) -> Runs:
-        """C of the block's batch ``j``, column group after column group (each as a PT pass writes it):
-        one stick lookup for all the groups."""
-        per_group = self._runs(2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1])
-        return [run for runs in per_group for run in runs]
+    def c(self, groups: range, m0: int, rows: int) -> Runs:
+        """C of the block, batch after batch, column group after column group (each as a PT pass writes
+        it): one stick lookup for all the groups (shared: never modify them; every core of a K group
+        stores the same tile)."""
+        key = (2, groups, m0, rows, self.batches)
+        if key not in self.memo:
+            self.memo[key] = [run for j in range(len(self.batches)) for runs in self._runs(
+                2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1]) for run in runs]
+        return self.memo[key]
 
 
 @dataclass(frozen=True)
@@ -146,24 +158,26 @@ def batch_block(k_sticks: int, rows: int, groups: int, batches: int, lx_sticks: 
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
-                 layouts: tuple[TensorLayout, TensorLayout, TensorLayout]) -> None:
+                 layouts: tuple[TensorLayout, TensorLayout, TensorLayout], memo: dict) -> None:
     """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
-    last chunk; a tile's first passes wait until the previous tile's C has left LX."""
+    last chunk; a tile's first passes wait until the previous tile's C has left LX. ``memo``: the
+    kernel's operand runs so far (every tile of a core reads the same A chunks, every core of a B
+    cohort the same B chunks, and ``_sharing`` all of them once more)."""
     n, freed, before = 0, [], 0
     (m0, rows), (g0, groups) = piece.m, piece.g
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
     tiles = [(xs, replace(piece, m=(r, min(plan.rows, m0 + rows - r)), g=(g, min(plan.block, g0 + groups - g))))
              for xs in blocks for r in range(m0, m0 + rows, plan.rows) for g in range(g0, g0 + groups, plan.block)]
-    sharing = _sharing(piece, plan, [(Operands(names, layouts, xs), tile) for xs, tile in tiles])
+    sharing = _sharing(piece, plan, [(Operands(names, layouts, xs, memo), tile) for xs, tile in tiles])
     for t, (xs, tile) in enumerate(tiles):
-        ops = Operands(names, layouts, xs)
+        ops = Operands(names, layouts, xs, memo)
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
             passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)), sharing)
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
-        runs = [run for j in range(len(xs)) for run in ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m, j)]
+        runs = ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m)
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)
@@ -180,7 +194,7 @@ def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> t
     last chunk, the shortest, of each tile)."""
     last = piece.k[0] + (piece.k[1] - 1) // plan.chunk * plan.chunk
     ks = (last, piece.k[0] + piece.k[1] - last)
-    counts = [[sum(len(runs) for runs, _ in tile) for tile in _operand_tiles(ops, part, plan, 0, ks)]
+    counts = [[sum(len(runs) for runs, _ in tile) for _, tile in _operand_tiles(ops, part, plan, 0, ks)]
               for ops, part in tiles]
     return (loaders(piece.a_cohort, min(a for a, _ in counts)), loaders(piece.b_cohort, min(b for _, b in counts)))
 
@@ -195,21 +209,25 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
                         for r in range(0, rows, plan.rows_per_pass)])
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
-    for operand, name, tile, cohort, loading in (("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
-                                                 ("B", ops.names[1], b_tile, piece.b_cohort, sharing[1])):
-        for member, part in zip(loading, share(tile, len(loading)), strict=True):
-            sources.append(f"{operand}{member}")
-            if member == core.core:
-                loads = _load(core, name, part, cohort)
-                _handshake(plan, n, f"{operand}{member}", loads, cohort, list(by_unit))
+    for operand, name, (key, tile), cohort, loading in (
+            ("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
+            ("B", ops.names[1], b_tile, piece.b_cohort, sharing[1])):
+        sources += [f"{operand}{member}" for member in loading]
+        if core.core in loading:
+            if (key, len(loading)) not in ops.memo:
+                ops.memo[key, len(loading)] = share(tile, len(loading))
+            part = ops.memo[key, len(loading)][loading.index(core.core)]
+            loads = _load(core, name, part, cohort)
+            _handshake(plan, n, f"{operand}{core.core}", loads, cohort, list(by_unit))
     work: dict[str, list[Item]] = {}
     c_lx = plan.c_lx
     fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb, **({"b_k_stride": nb} if nb > 1 else {}),
              "k": plan.k_rows(ks), "accumulate": ks[0] > piece.k[0]}
+    b_step, per_pass = plan.b_step, plan.rows_per_pass
     for unit, mine in by_unit.items():
         work[unit] = [core.add(unit, item) for item in repeats(fixed, [
-            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * plan.b_step + j) * STICK_BYTES,
-             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(plan.rows_per_pass, rows - r))
+            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * b_step + j) * STICK_BYTES,
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(per_pass, rows - r))
             for j, g, r in mine])]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
@@ -221,18 +239,19 @@ def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:
     whose operands move on by the same steps become one ``repeat`` instruction (exact: nothing waits
     or signals between them; docs/unit-program.md)."""
     out: list[Item] = []
-    i = 0
-    while i < len(passes):
+    i, total = 0, len(passes)
+    while i < total:
         a, b, c, rows = passes[i]
         end, steps = i + 1, (0, 0, 0)
-        if end < len(passes) and passes[end][3] == rows:
-            steps = (passes[end][0] - a, passes[end][1] - b, passes[end][2] - c)
-            last = (a, b, c)
-            while min(steps) >= 0 and end < len(passes):
-                na, nb, nc, n_rows = passes[end]
-                if n_rows != rows or (na - last[0], nb - last[1], nc - last[2]) != steps:
-                    break
-                last, end = (na, nb, nc), end + 1
+        if end < total and passes[end][3] == rows:
+            steps = da, db, dc = passes[end][0] - a, passes[end][1] - b, passes[end][2] - c
+            if da >= 0 and db >= 0 and dc >= 0:
+                last_a, last_b, last_c = a, b, c
+                while end < total:
+                    na, nb, nc, n_rows = passes[end]
+                    if n_rows != rows or na - last_a != da or nb - last_b != db or nc - last_c != dc:
+                        break
+                    last_a, last_b, last_c, end = na, nb, nc, end + 1
         item = {**fixed, "a": a, "b": b, "c": c, "rows": rows}
         if end - i > 1:
             item["repeat"] = end - i
@@ -242,16 +261,24 @@ def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:
     return out
 
 
+Tile = list[tuple[Runs, int]]  # runs of device sticks, each list to its LX address
+
+
 def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int]
-                   ) -> tuple[list[tuple[Runs, int]], list[tuple[Runs, int]]]:
+                   ) -> tuple[tuple[tuple, Tile], tuple[tuple, Tile]]:
     """Chunk ``n``'s A and B tiles: per K stick of A and per column group of B, its runs of device
-    sticks and the LX address they go to."""
+    sticks and the LX address they go to; each with its key in ``ops.memo`` (shared: never modify them)."""
     (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
     a_lx, b_lx = plan.buffers(n)
-    a = ops.a(range(s0, s0 + n_k), m0, rows)
-    b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks))
-    return ([(runs, a_lx + s * plan.a_step * STICK_BYTES) for s, runs in enumerate(a)],
-            [(runs, b_lx + g * plan.b_step * STICK_BYTES) for g, runs in enumerate(b)])
+    a_key = ("A", ops.batches, range(s0, s0 + n_k), m0, rows, a_lx)
+    b_key = ("B", ops.batches, range(g0, g0 + groups), s0 * 64, plan.k_rows(ks), b_lx)
+    if a_key not in ops.memo:
+        a = ops.a(range(s0, s0 + n_k), m0, rows)
+        ops.memo[a_key] = [(runs, a_lx + s * plan.a_step * STICK_BYTES) for s, runs in enumerate(a)]
+    if b_key not in ops.memo:
+        b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks))
+        ops.memo[b_key] = [(runs, b_lx + g * plan.b_step * STICK_BYTES) for g, runs in enumerate(b)]
+    return (a_key, ops.memo[a_key]), (b_key, ops.memo[b_key])
 
 
 def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tuple[int, ...]) -> list[Item]:
@@ -336,7 +363,9 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
-    return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c)) for p in shared}
+    memo: dict = {}
+    return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c), memo=memo)
+            for p in shared}
 
 
 def _pieces(kernel: Kernel, bounds: dict[str, np.ndarray], batched: bool) -> list[Piece]:

@@ -9,7 +9,9 @@ distinct value (``to_sets``, ``passes``) or per stream.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
+from itertools import chain, count
 
 import numpy as np
 
@@ -56,38 +58,35 @@ class Columns:
 
 
 def build_columns(streams: dict[tuple[int, str], tuple[Instruction, ...]]) -> Columns:
-    token_id: dict[str, int] = {}
     to_sets: dict[tuple[int, ...], int] = {}
     passes: dict[tuple, int] = {}
-    ops: list[int] = []
-    args: list[tuple[int, ...]] = []
-    bounds: list[int] = []
-    toks: list[int] = []
-    for stream in streams.values():
-        for ins in stream:
-            op, row = _args(ins, to_sets, passes)
-            ops.append(op)
-            args.append(row)
-            first = len(toks)
-            if ins.wait or ins.signal:
-                toks += [token_id.setdefault(t, len(token_id)) for t in ins.wait]
-                bounds += (first, len(toks))
-                toks += [token_id.setdefault(t, len(token_id)) for t in ins.signal]
-                bounds.append(len(toks))
-            else:
-                bounds += (first, first, first)
+    instructions = tuple(ins for stream in streams.values() for ins in stream)
+    ops, args = zip(*(_args(ins, to_sets, passes) for ins in instructions), strict=True) if instructions else ((), ())
+    token_id, toks, bounds = _tokens(instructions)
     op_col = np.array(ops, np.int64)
     keys = list(streams)
     return Columns(
-        instructions=tuple(ins for stream in streams.values() for ins in stream),
+        instructions=instructions,
         stream_core=np.array([core for core, _ in keys], np.int64),
         stream_slot=np.array([CORE_UNITS.index(u) if u in CORE_UNITS else HOST_SLOT for _, u in keys], np.int64),
         stream_len=np.array([len(s) for s in streams.values()], np.int64),
         op=op_col, args=np.array(args, np.int64).reshape(-1, ARG_COLS).T.copy(),
         rows={Op(int(o)): np.flatnonzero(op_col == o) for o in np.unique(op_col)},
-        to_sets=tuple(to_sets), passes=tuple(passes),
-        bounds=np.array(bounds, np.int64).reshape(-1, 3).T.copy(), toks=np.array(toks, np.int64),
-        tokens=tuple(token_id))
+        to_sets=tuple(to_sets), passes=tuple(passes), bounds=bounds, toks=toks, tokens=tuple(token_id))
+
+
+def _tokens(instructions: tuple[Instruction, ...]) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Token numbers in order of first use, every instruction's waits then signals as numbers, and the
+    ``bounds``: one lookup per name, all in C (a name seen first takes the next number), not a Python
+    loop per instruction."""
+    names = list(chain.from_iterable(chain(ins.wait, ins.signal) for ins in instructions))
+    token_id: defaultdict[str, int] = defaultdict(count().__next__)
+    toks = np.fromiter(map(token_id.__getitem__, names), np.int64, len(names))
+    waits = np.fromiter(map(len, (ins.wait for ins in instructions)), np.int64, len(instructions))
+    signals = np.fromiter(map(len, (ins.signal for ins in instructions)), np.int64, len(instructions))
+    ends = np.cumsum(waits + signals)
+    starts = ends - waits - signals
+    return token_id, toks, np.stack([starts, starts + waits, ends])
 
 
 def _args(ins: Instruction, to_sets: dict, passes: dict) -> tuple[int, tuple[int, ...]]:

@@ -34,9 +34,11 @@ class Buffer:
                                            # element, or values repeated over the buffer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instruction:
-    """One instruction of one unit; ``path`` is where it sits in the JSON, for errors."""
+    """One instruction of one unit; ``path`` is where it sits in the JSON, for errors. Slotted: a
+    program holds thousands, and a ``__dict__`` each would double the objects the garbage collector
+    walks (speed.md, session 33)."""
 
     core: int
     unit: str

@@ -49,6 +49,12 @@ class Instruction:
     path: str
     kernel: str = ""  # the kernel-program kernel it was lowered from ("" in hand-written programs)
 
+    def __reduce__(self) -> tuple:
+        """Pickled as a constructor call: a slotted frozen dataclass's own ``__setstate__`` sets each
+        field through Python, twice as slow to unpickle as a ``__dict__`` (the result cache reads
+        thousands of instructions per warm call)."""
+        return Instruction, (self.core, self.unit, self.op, self.args, self.wait, self.signal, self.path, self.kernel)
+
 
 @dataclass(frozen=True)
 class UnitProgram:

@@ -64,7 +64,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
     for i, node in enumerate(nodes):
         _name(node, f"{i}")
     cores = options.cores or machine.cores.count
-    lowered: dict[str, Program] = {}  # kernel program JSON -> its lowering, across retries
+    lowered: dict[str, tuple[dict, Program]] = {}  # kernel program JSON -> it and its lowering, across retries
     host_views: set[Value] = set()    # views whose restickify the lowering refused
     while True:
         graph.nodes = list(nodes)
@@ -99,21 +99,26 @@ def _name(node: Node, index: str) -> None:
         _name(part, f"{index}_{j}")
 
 
-def _lower(seg: Segment, machine: Machine, lowered: dict[str, Program], cache: bool) -> Program | tuple[Node, str]:
-    """The segment's lowered program, or the first kernel the lowering refuses and why."""
+def _lower(seg: Segment, machine: Machine, lowered: dict[str, tuple[dict, Program]], cache: bool
+           ) -> Program | tuple[Node, str]:
+    """The segment's lowered program, or the first kernel the lowering refuses and why. Segments with
+    the same kernel program (the launches of identical layers) are given one ``data`` dict: equal by
+    value, it need not be held 40 times (the objects a full garbage collection walks, speed.md)."""
     for k in seg.kernels:
         if k.op not in OPS:
             return k, f"no op {k.op!r} in the kernel program op table"
     text = json.dumps(seg.data, sort_keys=True)
     if text not in lowered:
         try:
-            lowered[text] = pipeline.lowered(parse_kernel_program(seg.data, "<torch.compile>"), machine, cache=cache)
+            program = pipeline.lowered(parse_kernel_program(seg.data, "<torch.compile>"), machine, cache=cache)
         except ProgramError as exc:
             found = re.match(r"kernels\[(\d+)\]", exc.path or "")
             if found is None:
                 raise
             return seg.kernels[int(found.group(1))], exc.message
-    return lowered[text]
+        lowered[text] = seg.data, program
+    seg.data, program = lowered[text]
+    return program
 
 
 def _mark_constants(graph: Graph) -> None:

@@ -37,11 +37,14 @@ DRAM_SUSTAINED = 150 / 204.8  # share of the DRAM peak a card sustains streaming
 
 
 def divide_work(graph: Graph, machine: Machine, cores: int) -> None:
-    """Set ``dims`` and ``slices`` of every kernel for a card of ``cores`` cores."""
+    """Set ``dims`` and ``slices`` of every kernel for a card of ``cores`` cores. A matmul's split
+    depends on its shapes alone (for this machine and core count): estimated once per shape, not
+    once per layer."""
+    matmuls: dict[tuple[tuple[int, ...], ...], tuple[dict, dict]] = {}
     for node in graph.nodes:
         if node.is_kernel:
             with blame(node):
-                _divide(graph, node, machine, cores)
+                _divide(graph, node, machine, cores, matmuls)
 
 
 def dim_names(rank: int) -> list[str]:
@@ -52,10 +55,15 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _divide(graph: Graph, node: Node, machine: Machine, cores: int) -> None:
+def _divide(graph: Graph, node: Node, machine: Machine, cores: int,
+            matmuls: dict[tuple[tuple[int, ...], ...], tuple[dict, dict]]) -> None:
     shapes = [graph.tensors[name].dshape for name in node.tensors]
     if node.op == "batchmatmul":
-        node.dims, node.slices = _matmul(shapes, machine, cores)
+        key = tuple(tuple(shape) for shape in shapes)
+        if key not in matmuls:
+            matmuls[key] = _matmul(shapes, machine, cores)
+        dims, slices = matmuls[key]
+        node.dims, node.slices = dict(dims), dict(slices)  # each kernel's own, as before
         return
     space = shapes[0] if node.op in REDUCTIONS else shapes[-1]
     lanes = elems_per_stick(graph.tensors[node.tensors[-1]].dtype)  # a cast divides its output's sticks

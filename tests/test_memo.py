@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gc
 import json
+import pickle
 
 import numpy as np
 import pytest
 
 from spyre_emu import memo, pipeline
 from spyre_emu.config import load_machine
+from spyre_emu.unit_program.model import Instruction
 from tests.conftest import ROOT
 
 PROGRAM = ROOT / "examples" / "programs" / "mlp_gelu_kernels.json"
@@ -167,3 +169,16 @@ def test_a_lookup_reads_with_the_collector_paused(cache_dir, monkeypatch):
     assert memo.lookup("k") == {"x": 1}
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_an_instruction_is_slotted_and_pickles_to_an_equal_one():
+    """A unit program read from the cache holds thousands of instructions: one object each (no
+    ``__dict__``), unpickled through the constructor (model.Instruction.__reduce__), every field kept."""
+    ins = Instruction(3, "load", "load", {"dram": 4096, "lx": 0, "bytes": 128, "to": (1, 2)}, ("a",), ("b", "c"),
+                      "cores[3].load[7]", "k2_mm")
+    assert not hasattr(ins, "__dict__")
+    back = pickle.loads(pickle.dumps(ins, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == ins
+    assert type(back) is Instruction
+    assert [getattr(back, f) for f in Instruction.__slots__] == [getattr(ins, f) for f in Instruction.__slots__]
+    assert pickle.loads(pickle.dumps(Instruction(0, "pt0", "matmul", {}, (), (), "p"))).kernel == ""

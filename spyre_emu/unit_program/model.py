@@ -34,9 +34,11 @@ class Buffer:
                                            # element, or values repeated over the buffer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Instruction:
-    """One instruction of one unit; ``path`` is where it sits in the JSON, for errors."""
+    """One instruction of one unit; ``path`` is where it sits in the JSON, for errors. Slotted: a
+    program holds thousands, and a ``__dict__`` each would double the objects the garbage collector
+    walks (speed.md, session 33)."""
 
     core: int
     unit: str
@@ -46,6 +48,12 @@ class Instruction:
     signal: tuple[str, ...]
     path: str
     kernel: str = ""  # the kernel-program kernel it was lowered from ("" in hand-written programs)
+
+    def __reduce__(self) -> tuple:
+        """Pickled as a constructor call: a slotted frozen dataclass's own ``__setstate__`` sets each
+        field through Python, twice as slow to unpickle as a ``__dict__`` (the result cache reads
+        thousands of instructions per warm call)."""
+        return Instruction, (self.core, self.unit, self.op, self.args, self.wait, self.signal, self.path, self.kernel)
 
 
 @dataclass(frozen=True)

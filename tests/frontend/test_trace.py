@@ -11,8 +11,9 @@ pytest.importorskip("transformers")
 
 from spyre_emu.frontend.decompositions import decompositions, rewrite_attention  # noqa: E402
 from spyre_emu.frontend.graph import source_line  # noqa: E402
-from spyre_emu.frontend.trace import trace_inference  # noqa: E402
+from spyre_emu.frontend.trace import _fake, trace_inference  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily  # noqa: E402
 
 from tests.frontend import zoo  # noqa: E402
 
@@ -99,3 +100,23 @@ def test_a_model_writing_its_input_still_matches_eager(check):
         got = torch.compile(bump, backend="spyre_emu", dynamic=False)(x, y)
     torch.testing.assert_close(got, want, atol=5e-3, rtol=5e-3)
     torch.testing.assert_close(x, x_eager, atol=5e-3, rtol=5e-3)  # the input written as eager writes it
+
+
+def test_a_fake_input_is_what_empty_strided_gives_under_the_fake_mode():
+    """trace._fake builds an input that owns its storage without dispatching torch.empty_strided
+    under the fake mode: it must be the same tensor as that call's (torch's ``constructors`` rule)."""
+    mode = FakeTensorMode()
+
+    def fields(x):
+        return (type(x), x.shape, x.stride(), x.dtype, x.device, x.fake_device, x.storage_offset(), x.requires_grad,
+                x.fake_mode, x.constant, x._is_view(), torch._C._dispatch_keys(x), x.untyped_storage().nbytes())
+
+    for device in ("cpu", "meta"):
+        for t in (torch.empty(3, 4, device=device), torch.empty_strided((3, 4, 2), (2, 6, 1), device=device),
+                  torch.empty(5, dtype=torch.int64, device=device),
+                  torch.nn.Parameter(torch.empty(4, 4, dtype=torch.float16, device=device))):
+            with mode:
+                made = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+            with unset_fake_temporarily():
+                fake = _fake(mode, t)
+            assert fields(fake) == fields(made)

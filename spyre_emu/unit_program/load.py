@@ -26,7 +26,7 @@ from .opcodes import CORE_UNITS, HOST_UNIT, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
-Seen = tuple[dict[tuple, dict[str, Any]], set[tuple]]  # _stream's distinct args and checked instructions
+Seen = dict[tuple, tuple[dict[str, Any], set[int]]]  # _stream's distinct args and the cores that checked them
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -159,7 +159,7 @@ def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", s
     buffers = _allocate(data.get("buffers", {}), machine, source, base)
     streams: dict[tuple[int, str], tuple[Instruction, ...]] = {}
     seen_cores: set[int] = set()
-    seen: Seen = ({}, set())
+    seen: Seen = {}
     for i, core in enumerate(data["cores"]):
         where = f"cores[{i}]"
         if core["core"] >= machine.cores.count:
@@ -266,15 +266,14 @@ def _prod(shape: tuple[int, ...]) -> int:
 
 def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers: dict[str, Buffer],
             machine: Machine, source: str, seen: Seen, owned: bool) -> tuple[Instruction, ...]:
-    """``seen``: the distinct args so far, by (op, arg names, arg values), and the (core, that key) of the
-    instructions that passed check_instruction. Equal instructions share one args dict (build_columns
+    """``seen``: the distinct args so far, by (op, arg names, arg values), each with the cores on which an
+    instruction with them passed check_instruction. Equal instructions share one args dict (build_columns
     encodes each dict once: a split-K program has 162,496 instructions but 8,732 distinct args), and
     check_instruction looks at nothing else but the machine, so an equal instruction on the same core
     passes again. ``owned``: the items are the lowering's own, used by nothing else, so each becomes its
     instruction's args in place instead of a copy."""
     out = []
     allowed = UNIT_OPS[unit_kind(unit)]
-    distinct, passed = seen
     for j, item in enumerate(raw):
         op = item["op"]
         if op not in allowed:
@@ -291,11 +290,14 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         if "dram" in args:
             args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, f"{where}[{j}]")
         key = (op, tuple(args), tuple(args.values()))
-        args = distinct.setdefault(key, args)
+        known = seen.get(key)
+        if known is None:
+            known = seen[key] = (args, set())
+        args, checked = known
         ins = Instruction(core, unit, op, args, wait, signal, f"{where}[{j}]", kernel)
-        if (core, key) not in passed:
+        if core not in checked:
             check_instruction(ins, machine, source)
-            passed.add((core, key))
+            checked.add(core)
         out.append(ins)
     return tuple(out)
 

@@ -6,9 +6,10 @@ A script, not a test: it prints figures and never asserts a time (docs/speed.md 
 Each case is ``calibration.matmul_program`` of a row of ``../shared/calibration/matmul_split_sweep.csv``,
 lowered and simulated as ``spyre-emu validate`` does (``pipeline.run``, result cache off), in a fresh
 child process per checkout with the numba cache warm, best of ``--repeat`` runs. The child prints
-the wall time of the case and of its stages (lowering, pack, the event loop, the report) and the
-simulated latency; the reference (a git revision, checked out in a temporary worktree) runs the same
-cases in its own children, so each line shows both, the speed-up, and whether the latency is equal.
+the wall time of the case and of its stages (lowering, pack, the event loop, the report), the
+simulated latency and the child's peak resident memory; the reference (a git revision, checked out in
+a temporary worktree) runs the same cases in its own children, so each line shows both, the speed-up,
+and whether the latency is equal.
 
 ``--all``: instead, the wall time of the whole sweep set (every row of the CSV) as ``spyre-emu validate``
 runs it, ``validate.run_calibration`` in the local process pool (``SPYRE_EMU_WORKERS``, default the CPUs),
@@ -22,6 +23,7 @@ import csv
 import importlib
 import json
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -56,7 +58,8 @@ def child(case: str, repeat: int) -> dict:
         wall = time.perf_counter() - start
         if wall < best:
             best, stages, latency = wall, dict(spent), report.data["latency_us"]
-    return {"wall_s": best, "latency_us": latency, "stages_s": {k: round(v, 3) for k, v in stages.items()}}
+    return {"wall_s": best, "latency_us": latency, "stages_s": {k: round(v, 3) for k, v in stages.items()},
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
 def child_all(folder: Path) -> dict:
@@ -104,7 +107,8 @@ def main() -> None:
                     f"LATENCY DIFFERS: reference {ref['latency_us']}"
                 line += f"  reference {ref['wall_s']:7.2f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
             print(line)
-            print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items()))
+            print(f"{'':<44} stages: " + ", ".join(f"{k} {v:.2f}" for k, v in new["stages_s"].items())
+                  + f"; peak {new['peak_mb']} MB")
             if ref_root:
                 print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
 

@@ -185,7 +185,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
                 _link(item, stores[0], f"{core.tag}t{t}.done{i}")
             freed = stores[-1:]
         else:
-            freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last)
+            freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
         before = sum(count for _, count in runs)
 
 
@@ -205,8 +205,7 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
     ``sharing``: the members of the A and B cohorts that load a share of each chunk."""
     rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
     a_lx, b_lx = plan.buffers(n)
-    by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups)
-                        for r in range(0, rows, plan.rows_per_pass)])
+    passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx), ks, ks[0] > piece.k[0])
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
     for operand, name, (key, tile), cohort, loading in (
@@ -218,20 +217,32 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
                 ops.memo[key, len(loading)] = share(tile, len(loading))
             part = ops.memo[key, len(loading)][loading.index(core.core)]
             loads = _load(core, name, part, cohort)
-            _handshake(plan, n, f"{operand}{core.core}", loads, cohort, list(by_unit))
+            _handshake(plan, n, f"{operand}{core.core}", loads, cohort, list(passes))
     work: dict[str, list[Item]] = {}
-    c_lx = plan.c_lx
-    fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb, **({"b_k_stride": nb} if nb > 1 else {}),
-             "k": plan.k_rows(ks), "accumulate": ks[0] > piece.k[0]}
-    b_step, per_pass = plan.b_step, plan.rows_per_pass
-    for unit, mine in by_unit.items():
-        work[unit] = [core.add(unit, item) for item in repeats(fixed, [
-            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * b_step + j) * STICK_BYTES,
-             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(per_pass, rows - r))
-            for j, g, r in mine])]
+    for unit, items in passes.items():
+        work[unit] = [core.add(unit, dict(item)) for item in items]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
         work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
     return work
+
+
+def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, int], ks: tuple[int, int],
+            accumulate: bool) -> dict[str, list[Item]]:
+    """Per PT unit, the matmul instructions of a chunk of a (batches, column groups, rows) ``tile`` with A and
+    B at ``lx``: the same for every chunk of that shape, K length and buffer set, so made once per kernel
+    in ``memo`` (shared: callers copy them)."""
+    key = ("passes", tile, lx, plan.k_rows(ks), accumulate)
+    if key not in memo:
+        (nb, groups, rows), (a_lx, b_lx), c_lx = tile, lx, plan.c_lx
+        fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb,
+                 **({"b_k_stride": nb} if nb > 1 else {}), "k": plan.k_rows(ks), "accumulate": accumulate}
+        b_step, per_pass = plan.b_step, plan.rows_per_pass
+        by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)])
+        memo[key] = {unit: repeats(fixed, [
+            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * b_step + j) * STICK_BYTES,
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(per_pass, rows - r))
+            for j, g, r in mine]) for unit, mine in by_unit.items()}
+    return memo[key]
 
 
 def repeats(fixed: Item, passes: list[tuple[int, int, int, int]]) -> list[Item]:

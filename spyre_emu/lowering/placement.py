@@ -106,6 +106,21 @@ def as_runs(ids: np.ndarray) -> Runs:
     return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
 
 
+def cut_runs(runs: Runs, lo: int, hi: int) -> Runs:
+    """Sticks ``lo`` .. ``hi`` of ``runs`` (counted in their order) as runs: ``as_runs`` of those stick ids,
+    without making the ids (a split-K reduction cuts every tile so)."""
+    out: Runs = []
+    pos = 0
+    for first, n in runs:
+        a, b = max(lo - pos, 0), min(hi - pos, n)
+        if a < b and out and sum(out[-1]) == first + a:
+            out[-1] = (out[-1][0], out[-1][1] + b - a)
+        elif a < b:
+            out.append((first + a, b - a))
+        pos += n
+    return out
+
+
 def rows_as_runs(ids: np.ndarray) -> list[Runs]:
     """``as_runs`` of each row of a 2-D array, worked out for all rows at once."""
     rows, width = ids.shape

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..config import STICK_BYTES
-from .placement import Runs, as_runs
+from .placement import Runs, cut_runs
 from .streams import CoreStreams, Item, halves
 
 
@@ -37,58 +35,74 @@ def tile_sticks(rows: int, groups: int, split: int) -> int:
 
 
 def reduce_tile(core: CoreStreams, split: SplitK, group: tuple[int, ...], t: int, runs: Runs, before: int,
-                c_lx: int, c_name: str, last_passes: list[Item]) -> list[Item]:
+                c_lx: int, c_name: str, last_passes: list[Item], memo: dict) -> list[Item]:
     """Append this core's part of tile ``t``'s reduction (``before``: sticks of tile t - 1, 0 if none);
-    returns the instructions after which C's LX may be written again (its last send, adds and store)."""
+    returns the instructions after which C's LX may be written again (its last send, adds and store).
+    ``memo``: the kernel's reduction steps by core and tile sizes (``_steps``)."""
     members, me = len(group), group.index(core.core)
-    ids = np.concatenate([np.arange(first, first + n) for first, n in runs])
-    cuts, earlier = _cuts(ids.size, members), _cuts(before, members)
-    after = group[(me + 1) % members]
+    sticks = sum(n for _, n in runs)
+    key = ("reduce", core.core, group, sticks, before, c_lx)
+    if key not in memo:
+        memo[key] = _steps(split, group, core.core, sticks, before, c_lx)
+    now, then = f"{split.kernel}t{t}.", f"{split.kernel}t{t - 1}."  # as _token(split, t or t - 1, ...)
     sends: list[Item] = []
     adds: dict[str, list[Item]] = {}
-    for s in range(members - 1):
-        out, into = (me - s) % members, (me - 1 - s) % members  # the chunk sent on, the chunk received
-        lo, hi = cuts[out], cuts[out + 1]
-        if hi > lo:
-            item = core.add("send", {"op": "send", "lx": c_lx + lo * STICK_BYTES, "to_core": after,
-                                     "to_lx": _slot(split, s), "bytes": (hi - lo) * STICK_BYTES})
-            item["signal"] = [_token(split, t, f"r{after}s{s}.{u}") for u in halves(hi - lo)]
-            item["wait"] = [_token(split, t, f"a{core.core}s{s - 1}.{u}") for u in halves(hi - lo)] if s else []
-            if earlier[out + 1] > earlier[out]:  # the receiver's adds of tile t - 1 read this slot
-                item["wait"] += [_token(split, t - 1, f"f{after}s{s}.{u}")
-                                 for u in halves(earlier[out + 1] - earlier[out])]
+    for unit, fixed, waits, earlier, signals in memo[key]:
+        item = core.add(unit, dict(fixed))
+        if unit == "send":
+            item["signal"] = [now + x for x in signals]
+            item["wait"] = [now + x for x in waits] + [then + x for x in earlier]
             sends.append(item)
-        lo, hi = cuts[into], cuts[into + 1]
-        for u, (a, b) in halves(hi - lo).items():
-            signal = [_token(split, t, f"f{core.core}s{s}.{u}")]
-            if s < members - 2:
-                signal.append(_token(split, t, f"a{core.core}s{s}.{u}"))
-            adds.setdefault(u, []).append(core.add(u, {
-                "op": "add", "a": c_lx + (lo + a) * STICK_BYTES, "b": _slot(split, s) + a * STICK_BYTES,
-                "out": c_lx + (lo + a) * STICK_BYTES, "sticks": b - a,
-                "wait": [_token(split, t, f"r{core.core}s{s}.{u}")], "signal": signal}))
+        else:
+            item["wait"], item["signal"] = [now + x for x in waits], [now + x for x in signals]
+            adds.setdefault(unit, []).append(item)
     for i, p in enumerate(last_passes):  # the partial tile is whole before any of it is sent or added to
         for j, first in enumerate([*sends[:1], *(ops[0] for ops in adds.values())]):
             token = f"{core.tag}t{t}.done{i}>{j}"
             p.setdefault("signal", []).append(token)
             first.setdefault("wait", []).append(token)
+    cuts = _cuts(sticks, members)
     lo, hi = cuts[(me + 1) % members], cuts[(me + 1) % members + 1]
     last = [*sends[-1:], *(ops[-1] for ops in adds.values())]
     if hi == lo:
         return last
-    stores = core.dma("store", c_name, as_runs(ids[lo:hi]), c_lx + lo * STICK_BYTES)
+    stores = core.dma("store", c_name, cut_runs(runs, lo, hi), c_lx + lo * STICK_BYTES)
     for u, ops in adds.items():
         ops[-1]["signal"].append(f"{core.tag}t{t}.added>{u}")
         stores[0].setdefault("wait", []).append(f"{core.tag}t{t}.added>{u}")
     return [*last, stores[-1]]
 
 
+Step = tuple[str, Item, list[str], list[str], list[str]]  # unit, args, waits (tile t, t - 1), signals
+
+
+def _steps(split: SplitK, group: tuple[int, ...], core: int, sticks: int, before: int, c_lx: int) -> list[Step]:
+    """A member's sends and adds of one tile's reduction, in order, their tokens without the tile's
+    prefix: the same for every tile of ``sticks`` sticks after one of ``before``."""
+    members, me = len(group), group.index(core)
+    cuts, earlier = _cuts(sticks, members), _cuts(before, members)
+    after = group[(me + 1) % members]
+    out: list[Step] = []
+    for s in range(members - 1):
+        sent, into = (me - s) % members, (me - 1 - s) % members  # the chunk sent on, the chunk received
+        lo, hi = cuts[sent], cuts[sent + 1]
+        if hi > lo:
+            fixed = {"op": "send", "lx": c_lx + lo * STICK_BYTES, "to_core": after, "to_lx": _slot(split, s),
+                     "bytes": (hi - lo) * STICK_BYTES}
+            waits = [f"a{core}s{s - 1}.{u}" for u in halves(hi - lo)] if s else []
+            freed = [f"f{after}s{s}.{u}" for u in halves(earlier[sent + 1] - earlier[sent])]
+            out.append(("send", fixed, waits, freed, [f"r{after}s{s}.{u}" for u in halves(hi - lo)]))
+        lo, hi = cuts[into], cuts[into + 1]
+        for u, (a, b) in halves(hi - lo).items():
+            fixed = {"op": "add", "a": c_lx + (lo + a) * STICK_BYTES, "b": _slot(split, s) + a * STICK_BYTES,
+                     "out": c_lx + (lo + a) * STICK_BYTES, "sticks": b - a}
+            signals = [f"f{core}s{s}.{u}", *([f"a{core}s{s}.{u}"] if s < members - 2 else [])]
+            out.append((u, fixed, [f"r{core}s{s}.{u}"], [], signals))
+    return out
+
+
 def _cuts(sticks: int, members: int) -> list[int]:
     return [i * sticks // members for i in range(members + 1)]
-
-
-def _token(split: SplitK, t: int, what: str) -> str:
-    return f"{split.kernel}t{t}.{what}"
 
 
 def _slot(split: SplitK, step: int) -> int:

@@ -26,6 +26,7 @@ from .opcodes import CORE_UNITS, HOST_UNIT, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
+Seen = dict[tuple, tuple[dict[str, Any], set[int]]]  # _stream's distinct args and the cores that checked them
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -150,14 +151,15 @@ def json_path(parts: Any) -> str:
 def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", schema: bool = True) -> UnitProgram:
     """``schema=False`` for the lowering's own output: its shape is the lowering's code, checked against
     the schema by the tests (tests/lowering/test_schema.py), so only the checks that need the machine,
-    the buffers and the streams (addresses, LX regions, tokens) run on it."""
+    the buffers and the streams (addresses, LX regions, tokens) run on it; and its items, used by
+    nothing else, become the instructions' args in place (``data`` is consumed)."""
     if schema:
         _check_schema(data, source)
     base = Path(source).parent
     buffers = _allocate(data.get("buffers", {}), machine, source, base)
     streams: dict[tuple[int, str], tuple[Instruction, ...]] = {}
     seen_cores: set[int] = set()
-    passed: set[tuple] = set()  # signatures of the instructions that passed check_instruction
+    seen: Seen = {}
     for i, core in enumerate(data["cores"]):
         where = f"cores[{i}]"
         if core["core"] >= machine.cores.count:
@@ -169,14 +171,17 @@ def parse_unit_program(data: Any, machine: Machine, source: str = "<program>", s
         for unit in CORE_UNITS:
             if unit in core["units"]:
                 streams[(core["core"], unit)] = _stream(
-                    core["units"][unit], core["core"], unit, f"{where}.units.{unit}", buffers, machine, source, passed)
+                    core["units"][unit], core["core"], unit, f"{where}.units.{unit}", buffers, machine, source, seen,
+                    not schema)
     if data.get("host"):
         streams[(HOST_CORE, HOST_UNIT)] = _stream(data["host"], HOST_CORE, HOST_UNIT, "host", buffers,
-                                                   machine, source, passed)
-    _check_tokens(streams, source)
+                                                   machine, source, seen, not schema)
     ordered = dict(sorted(streams.items(), key=lambda kv: (kv[0][0] < 0, kv[0][0],
                                                           _unit_order(kv[0][1]))))
-    return UnitProgram(source, buffers, ordered, build_columns(ordered))
+    columns = build_columns(ordered)
+    if not columns.all_waits_signalled():
+        _check_tokens(streams, source)
+    return UnitProgram(source, buffers, ordered, columns)
 
 
 def _unit_order(unit: str) -> int:
@@ -259,35 +264,40 @@ def _prod(shape: tuple[int, ...]) -> int:
     return out
 
 
-META = ("op", "wait", "signal", "note", "kernel")  # an item's keys that are not its instruction's args
-
-
 def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers: dict[str, Buffer],
-            machine: Machine, source: str, passed: set[tuple]) -> tuple[Instruction, ...]:
-    """``passed``: signatures (core, op, args) of instructions already checked. check_instruction looks at
-    nothing else but the machine, so an equal instruction passes again: big programs repeat them
-    (every core of a kernel lays out LX alike), and each is checked once."""
+            machine: Machine, source: str, seen: Seen, owned: bool) -> tuple[Instruction, ...]:
+    """``seen``: the distinct args so far, by (op, arg names, arg values), each with the cores on which an
+    instruction with them passed check_instruction. Equal instructions share one args dict (build_columns
+    encodes each dict once: a split-K program has 162,496 instructions but 8,732 distinct args), and
+    check_instruction looks at nothing else but the machine, so an equal instruction on the same core
+    passes again. ``owned``: the items are the lowering's own, used by nothing else, so each becomes its
+    instruction's args in place instead of a copy."""
     out = []
     allowed = UNIT_OPS[unit_kind(unit)]
     for j, item in enumerate(raw):
         op = item["op"]
         if op not in allowed:
             raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, f"{where}[{j}].op")
-        args = dict(item)
-        for key in META:
-            args.pop(key, None)
+        args = item if owned else dict(item)
+        pop = args.pop
+        del args["op"]
+        wait, signal, kernel = tuple(pop("wait", ())), tuple(pop("signal", ())), pop("kernel", "")
+        pop("note", None)
         if "to" in args:
             args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
         if "piece" in args or "stride" in args:
             check_pieces(args, f"{where}[{j}]", source)
         if "dram" in args:
             args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, f"{where}[{j}]")
-        ins = Instruction(core, unit, op, args, tuple(item.get("wait", ())),
-                          tuple(item.get("signal", ())), f"{where}[{j}]", item.get("kernel", ""))
-        signature = (core, op, *args.items())
-        if signature not in passed:
+        key = (op, tuple(args), tuple(args.values()))
+        known = seen.get(key)
+        if known is None:
+            known = seen[key] = (args, set())
+        args, checked = known
+        ins = Instruction(core, unit, op, args, wait, signal, f"{where}[{j}]", kernel)
+        if core not in checked:
             check_instruction(ins, machine, source)
-            passed.add(signature)
+            checked.add(core)
         out.append(ins)
     return tuple(out)
 
@@ -316,6 +326,8 @@ def _resolve_dram(ref: int | str, nbytes: int, buffers: dict[str, Buffer], machi
 
 
 def _check_tokens(streams: dict[tuple[int, str], tuple[Instruction, ...]], source: str) -> None:
+    """Raise on the first wait, in the program's own order, on a token no instruction signals (run only
+    when ``Columns.all_waits_signalled`` found one: a set of every name costs more than numpy over numbers)."""
     signalled = {t for stream in streams.values() for ins in stream for t in ins.signal}
     for stream in streams.values():
         for ins in stream:

@@ -6,7 +6,7 @@ as the real runtime patches programs at launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,11 +34,12 @@ class Buffer:
                                            # element, or values repeated over the buffer
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Instruction:
     """One instruction of one unit; ``path`` is where it sits in the JSON, for errors. Slotted: a
     program holds thousands, and a ``__dict__`` each would double the objects the garbage collector
-    walks (speed.md, session 33)."""
+    walks (speed.md, session 33). Its own ``__init__`` sets the slots through their descriptors: a frozen
+    dataclass's generated one calls ``object.__setattr__`` per field, twice as slow (speed.md, session 34)."""
 
     core: int
     unit: str
@@ -49,11 +50,26 @@ class Instruction:
     path: str
     kernel: str = ""  # the kernel-program kernel it was lowered from ("" in hand-written programs)
 
+    def __init__(self, core: int, unit: str, op: str, args: dict[str, int | str | bool], wait: tuple[str, ...],
+                 signal: tuple[str, ...], path: str, kernel: str = "") -> None:
+        set_core, set_unit, set_op, set_args, set_wait, set_signal, set_path, set_kernel = _SLOT_SETTERS
+        set_core(self, core)
+        set_unit(self, unit)
+        set_op(self, op)
+        set_args(self, args)
+        set_wait(self, wait)
+        set_signal(self, signal)
+        set_path(self, path)
+        set_kernel(self, kernel)
+
     def __reduce__(self) -> tuple:
         """Pickled as a constructor call: a slotted frozen dataclass's own ``__setstate__`` sets each
         field through Python, twice as slow to unpickle as a ``__dict__`` (the result cache reads
         thousands of instructions per warm call)."""
         return Instruction, (self.core, self.unit, self.op, self.args, self.wait, self.signal, self.path, self.kernel)
+
+
+_SLOT_SETTERS = tuple(getattr(Instruction, f.name).__set__ for f in fields(Instruction))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from spyre_emu.calibration import matmul_program
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.engine import layout as L
+from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import UnitProgram, parse_unit_program
 from spyre_emu.unit_program.model import matmul_repeat
@@ -118,3 +119,26 @@ def test_empty_units_and_shared_tokens(spyre):
                         "sfu0": [{"op": "relu", "a": 0, "out": 128, "sticks": 2, "signal": ["t"]}]},
                     3: {"load": [{"op": "load", "dram": 0, "lx": 0, "bytes": 256, "wait": ["u"]}]}})
     assert_packed_as_expected(parse_unit_program(data, spyre, "tokens"), spyre)
+
+
+@pytest.mark.parametrize("machine_name", ["tiny", "spyre"])
+def test_unsignalled_waits_found_on_the_columns(machine_name, request):
+    """``Columns.all_waits_signalled`` (numpy over token numbers) answers as a set of every signalled name
+    does, on random programs as drawn and with one wait renamed to a token nobody signals."""
+    machine = request.getfixturevalue(machine_name)
+
+    @settings(max_examples=20, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(unit_programs(machine))
+    def check(data):
+        units = parse_unit_program(data, machine, "random")
+        signalled = {t for ins in units.columns.instructions for t in ins.signal}
+        assert units.columns.all_waits_signalled()
+        waiting = [item for core in data["cores"] for items in core["units"].values() for item in items
+                   if item.get("wait")]
+        if waiting:
+            waiting[-1]["wait"] = [*waiting[-1]["wait"], "nobody"]
+            assert "nobody" not in signalled
+            with pytest.raises(ProgramError, match="waits on token 'nobody' that no instruction signals"):
+                parse_unit_program(data, machine, "random")
+    check()

@@ -9,7 +9,7 @@ from spyre_emu.calibration import matmul_program
 from spyre_emu.config import load_machine
 from spyre_emu.errors import ProgramError
 from spyre_emu.lowering import matmul
-from spyre_emu.lowering.placement import as_runs, rows_as_runs
+from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
 from spyre_emu.pipeline import load, parse, run
 
 
@@ -146,6 +146,18 @@ def test_rows_as_runs_is_as_runs_row_by_row():
     for width in (0, 1, 2, 7):
         ids = np.cumsum(rng.integers(1, 3, (5, width)), axis=1) + rng.integers(0, 100, (5, 1))
         assert rows_as_runs(ids) == [as_runs(row) for row in ids]
+
+
+def test_cut_runs_is_as_runs_of_the_cut_ids():
+    """Random runs, some touching (as_runs merges those) and some going backwards, cut at every (lo, hi)."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        starts = np.cumsum(rng.integers(-3, 4, 6)) + 50
+        runs = [(int(s), int(n)) for s, n in zip(starts, rng.integers(1, 4, 6), strict=True)]
+        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        for lo in range(ids.size):
+            for hi in range(lo + 1, ids.size + 1):
+                assert cut_runs(runs, lo, hi) == as_runs(ids[lo:hi])
 
 
 @pytest.mark.parametrize(("tile_rows", "b_reads"), [(128, 2), (256, 1)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -35,13 +36,14 @@ CASES = [*((p.name, json.loads(p.read_text())) for p in KERNEL_PROGRAMS),
 
 @pytest.fixture
 def lowered(monkeypatch) -> list[dict]:
-    """The unit-program data the lowering hands to the loader, each checked against the schema on the way."""
+    """The unit-program data the lowering hands to the loader, each checked against the schema on the way
+    (a copy: the loader makes the lowering's items into its instructions' args in place)."""
     seen: list[dict] = []
     real = lowering.parse_unit_program
 
     def checked(data, machine, source, schema=True):
         unit_load._check_schema(data, source)
-        seen.append(data)
+        seen.append(copy.deepcopy(data))
         return real(data, machine, source, schema)
     monkeypatch.setattr(lowering, "parse_unit_program", checked)
     return seen

@@ -10,11 +10,12 @@ DMA timing is in dma.py, FIFO streaming in fifo.py. A DMA unit starts its next i
 current one has issued its last request (descriptors queue, sharing the in-flight budget) and ends
 its instructions in order.
 
-The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb``) are inlined into
-the loop: a call to a jitted function passes the state tuple as about 150 scalars (18 arrays, each
-a pointer, sizes and strides), which cost more than the work of a multicast copy's landing. Inlining
-the rest as well (issue, the DRAM and FIFO handlers) was tried: its first compile ran over three CPU
-minutes without finishing. So those handlers stay calls but take only the arrays they use, and so do
+The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb``) and a channel's
+pick (``channel_nb``, once per served request) are inlined into the loop: a call to a jitted function
+passes the state tuple as about 150 scalars (18 arrays, each a pointer, sizes and strides), which
+cost more than the work of a multicast copy's landing. Inlining the rest as well (issue, the other
+DRAM and the FIFO handlers) was tried: its first compile ran over three CPU minutes without finishing.
+So those handlers stay calls but take only the arrays they use, and so do
 an instruction's end and start below (twice per instruction: on a program of short PT passes, passing
 the tuple was most of the loop's time); only a DMA instruction's start gets the tuple.
 """

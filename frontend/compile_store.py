@@ -7,14 +7,15 @@ reads), the options, the machine, which inputs are parameters, and the code (the
 which ``memo.key`` covers, the front end's and torch's version, covered here). ``key`` hashes all of
 it; a graph holding anything it cannot spell exactly (a symbolic size, an object of unknown type) has
 no key and is compiled as before. The ``Compiled`` is stored as a pickle in which every ATen node
-and graph module is a reference by name (``persistent_id``), bound on reading to the nodes of the
-graph being compiled, which the key makes the same graph: host steps run the new graph's ops and
-errors quote its source lines. The entry is bytes, unpickled on every hit, so two compiled graphs
+and graph module is a reference by name, bound on reading to the nodes of the graph being compiled,
+which the key makes the same graph: host steps run the new graph's ops and the report quotes its
+source lines. The entry is bytes, unpickled on every hit, so two compiled graphs
 never share one ``Compiled`` (the backend sets its ``transfers``).
 """
 
 from __future__ import annotations
 
+import copyreg
 import hashlib
 import io
 import pickle
@@ -68,62 +69,55 @@ def load(k: str | None, gm: torch.fx.GraphModule, options: Options) -> Compiled 
     data = memo.lookup(k) if k is not None else None
     if not isinstance(data, bytes):
         return None
-    compiled = _Unpickler(io.BytesIO(data), gm).load()
+    _BOUND.append(({(owner, n.name): n for owner, graph in _graphs(gm) for n in graph.graph.nodes}, dict(_graphs(gm))))
+    try:
+        compiled = pickle.loads(data)
+    finally:
+        _BOUND.pop()
     apply_policy(compiled.graph, options)
     return compiled
 
 
 def store(k: str | None, compiled: Compiled, gm: torch.fx.GraphModule) -> None:
-    """Keep ``compiled`` under ``k`` (nothing without a key, nor when something in it does not pickle)."""
+    """Keep ``compiled`` under ``k`` (nothing without a key, nor when something in it does not pickle).
+    Nodes, graph modules and plain tensors are pickled by type (``dispatch_table``): a ``persistent_id``
+    would be a Python call for every object of the pickle (0.4 s for a 40-layer decode)."""
     if k is None:
         return
+    nodes = {id(n): (owner, n.name) for owner, graph in _graphs(gm) for n in graph.graph.nodes}
     buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {
+        **copyreg.dispatch_table, torch.fx.Node: lambda n: (_bound_node, nodes[id(n)]),
+        torch.Tensor: _reduce_tensor,
+        **{type(graph): lambda m, owner=owner: (_bound_module, (owner,)) for owner, graph in _graphs(gm)}}
     try:
-        _Pickler(buffer, gm).dump(compiled)
+        pickler.dump(compiled)
     except (pickle.PicklingError, TypeError, AttributeError, KeyError):
         return
     memo.store(k, buffer.getvalue())
 
 
-class _Pickler(pickle.Pickler):
-    """ATen nodes and graph modules as references by name; plain tensors as their bytes (``_reduce_tensor``)."""
-
-    def __init__(self, file: io.BytesIO, gm: torch.fx.GraphModule):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.nodes = {id(n): (owner, n.name) for owner, graph in _graphs(gm) for n in graph.graph.nodes}
-        self.owners = {id(graph): owner for owner, graph in _graphs(gm)}
-
-    def persistent_id(self, obj: Any) -> tuple | None:
-        if isinstance(obj, torch.fx.Node):
-            return ("node", *self.nodes[id(obj)])
-        if isinstance(obj, torch.fx.GraphModule):
-            return ("module", self.owners[id(obj)])
-        return None
-
-    def reducer_override(self, obj: Any) -> Any:
-        return _reduce_tensor(obj)
+_BOUND: list[tuple[dict[tuple[str, str], torch.fx.Node], dict[str, torch.fx.GraphModule]]] = []  # load's graph
 
 
-class _Unpickler(pickle.Unpickler):
-    """References by name bound to ``gm``'s nodes and graph modules."""
-
-    def __init__(self, file: io.BytesIO, gm: torch.fx.GraphModule):
-        super().__init__(file)
-        self.nodes = {(owner, n.name): n for owner, graph in _graphs(gm) for n in graph.graph.nodes}
-        self.modules = dict(_graphs(gm))
-
-    def persistent_load(self, pid: tuple) -> Any:
-        return self.nodes[pid[1:]] if pid[0] == "node" else self.modules[pid[1]]
+def _bound_node(owner: str, name: str) -> torch.fx.Node:
+    """A stored reference to an ATen node: the graph being compiled's node of that name."""
+    return _BOUND[-1][0][owner, name]
 
 
-def _reduce_tensor(obj: Any) -> Any:
-    """A plain CPU tensor that owns its storage (the constants the passes fold: a few hundred in a 40-layer
+def _bound_module(owner: str) -> torch.fx.GraphModule:
+    return _BOUND[-1][1][owner]
+
+
+def _reduce_tensor(t: torch.Tensor) -> tuple:
+    """A CPU tensor that owns its storage (the constants the passes fold: a few hundred in a 40-layer
     model) as its dtype, shape and bytes: torch's own pickle saves each through ``torch.save``, about
-    0.15 ms a tensor to read back. Anything else is pickled as usual."""
-    if (type(obj) is not torch.Tensor or obj.device.type != "cpu" or obj.requires_grad or not obj.is_contiguous()
-            or obj.storage_offset() != 0 or obj.untyped_storage().nbytes() != obj.numel() * obj.element_size()):
-        return NotImplemented
-    return _tensor, (obj.dtype, tuple(obj.shape), obj.reshape(-1).view(torch.uint8).numpy().tobytes())
+    0.15 ms a tensor to read back. Any other tensor is pickled as torch pickles it."""
+    if (t.device.type != "cpu" or t.requires_grad or not t.is_contiguous() or t.storage_offset() != 0
+            or t.untyped_storage().nbytes() != t.numel() * t.element_size()):
+        return t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    return _tensor, (t.dtype, tuple(t.shape), t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
 def _tensor(dtype: torch.dtype, shape: tuple[int, ...], raw: bytes) -> torch.Tensor:

@@ -13,7 +13,7 @@ def timed_stages(stages: list[tuple[str, str]], spent: dict[str, float]) -> None
     for module_name, attr in stages:
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError:  # a revision without that module
+        except ImportError:  # a revision without that module (the installed tree's copy may not import there)
             continue
         if not hasattr(module, attr):
             continue

@@ -72,6 +72,8 @@ def load(k: str | None, gm: torch.fx.GraphModule, options: Options) -> Compiled 
     _BOUND.append(({(owner, n.name): n for owner, graph in _graphs(gm) for n in graph.graph.nodes}, dict(_graphs(gm))))
     try:
         compiled = pickle.loads(data)
+    except Exception:  # an entry that does not read back here (as memo.lookup: a miss)
+        return None
     finally:
         _BOUND.pop()
     apply_policy(compiled.graph, options)
@@ -89,11 +91,11 @@ def store(k: str | None, compiled: Compiled, gm: torch.fx.GraphModule) -> None:
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = {
         **copyreg.dispatch_table, torch.fx.Node: lambda n: (_bound_node, nodes[id(n)]),
-        torch.Tensor: _reduce_tensor,
+        torch.Tensor: _reduce_tensor, FakeTensor: _refuse,
         **{type(graph): lambda m, owner=owner: (_bound_module, (owner,)) for owner, graph in _graphs(gm)}}
     try:
         pickler.dump(compiled)
-    except (pickle.PicklingError, TypeError, AttributeError, KeyError):
+    except Exception:  # something that does not pickle (a node of another graph, a fake tensor): not stored
         return
     memo.store(k, buffer.getvalue())
 
@@ -108,6 +110,11 @@ def _bound_node(owner: str, name: str) -> torch.fx.Node:
 
 def _bound_module(owner: str) -> torch.fx.GraphModule:
     return _BOUND[-1][1][owner]
+
+
+def _refuse(t: FakeTensor) -> tuple:
+    """A fake tensor has no data to store, and torch would pickle it as a real one: the entry is not stored."""
+    raise TypeError("a fake tensor in the compiled graph")
 
 
 def _reduce_tensor(t: torch.Tensor) -> tuple:

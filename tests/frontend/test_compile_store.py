@@ -100,6 +100,19 @@ def test_a_stored_compile_gives_the_fresh_compile_s_outputs_and_report(cache_dir
     assert _fields(rep3) == _fields(rep)
 
 
+def test_an_entry_that_does_not_read_back_is_a_miss(cache_dir, monkeypatch):
+    model, inputs = _Layer(), _inputs()
+    _compile(monkeypatch, model, inputs)
+    stored = [p for p in (cache_dir / "results").rglob("*.pkl") if isinstance(memo.lookup(p.stem), bytes)]
+    assert len(stored) == 1
+    memo.store(stored[0].stem, b"not a pickle")
+    out, _, _, graphs, loaded = _compile(monkeypatch, model, inputs)
+    assert loaded[0][1] is None
+    assert len(graphs) == 1  # compiled again, and stored again
+    assert isinstance(memo.lookup(stored[0].stem), bytes)
+    assert memo.lookup(stored[0].stem) != b"not a pickle"
+
+
 def _traced(monkeypatch, model, inputs):
     """The ATen graph the backend hands to ``compile_graph``."""
     _, _, _, graphs, _ = _compile(monkeypatch, model, inputs)

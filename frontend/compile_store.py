@@ -190,6 +190,9 @@ def _spell(a: Any) -> str:
 
 
 def _data(t: torch.Tensor) -> str:
-    """A real tensor's bytes, hashed."""
-    raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-    return hashlib.sha256(raw.numpy().tobytes()).hexdigest()
+    """A real tensor's bytes, hashed (a tensor whose bytes torch will not show, sparse or quantized, has none)."""
+    try:
+        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    except (RuntimeError, TypeError) as exc:
+        raise _UnknownError(t) from exc
+    return hashlib.sha256(raw).hexdigest()

@@ -156,6 +156,8 @@ def test_a_constant_s_data_is_in_the_key(cache_dir, monkeypatch):
     key = compile_store.key(gm, opts, machine, [False])
     gm.c[2] = 3.0
     assert compile_store.key(gm, opts, machine, [False]) not in (key, None)
+    gm.c = torch.ones(4).to_sparse()  # no bytes to hash: no key
+    assert compile_store.key(gm, opts, machine, [False]) is None
 
 
 @pytest.mark.parametrize("t", [torch.tensor(0.125, dtype=torch.float16),

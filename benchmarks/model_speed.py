@@ -194,8 +194,9 @@ def main() -> None:
         if args.reference:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
                            check=True)
-            warm_numba(ref_root)
-        try:
+        try:  # the reference's worktree is removed however its children end
+            if args.reference:
+                warm_numba(ref_root)
             figures = {}
             for phase in args.phase:
                 layers = 2 if phase == "small" else args.layers

@@ -49,7 +49,8 @@ TOY = {"dim": 128, "heads": 4, "kv_heads": 2, "hidden": 256}
 RESIDUAL_MULTIPLIER, ATTENTION_MULTIPLIER = 0.22, 0.0078125
 PHASES = {"decode": (1, 2048), "prefill": (512, 0)}  # tokens, KV cache length
 STAGES = [  # (module, function): wall time spent inside, inclusive, where the module has it
-    ("spyre_emu.frontend.backend", "compile_graph"), ("spyre_emu.frontend.compile", "lower"),
+    ("spyre_emu.frontend.backend", "compile_graph"), ("spyre_emu.frontend.compile_store", "load"),
+    ("spyre_emu.frontend.compile", "lower"),
     ("spyre_emu.pipeline", "lower"),  # the front end lowers through pipeline.lowered (a miss only)
     ("spyre_emu.lowering", "parse_unit_program"), ("spyre_emu.frontend.runtime", "run"),
     ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "run_nb"), ("spyre_emu.engine", "make_log"),
@@ -193,8 +194,9 @@ def main() -> None:
         if args.reference:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(ref_root), args.reference],
                            check=True)
-            warm_numba(ref_root)
-        try:
+        try:  # the reference's worktree is removed however its children end
+            if args.reference:
+                warm_numba(ref_root)
             figures = {}
             for phase in args.phase:
                 layers = 2 if phase == "small" else args.layers

@@ -9,9 +9,12 @@ from collections.abc import Callable
 
 def timed_stages(stages: list[tuple[str, str]], spent: dict[str, float]) -> None:
     """Wrap each (module, function) of ``stages`` where it is looked up, adding its inclusive wall time
-    to ``spent["module.function"]``; a module without that function is left alone."""
+    to ``spent["module.function"]``; a missing module, or one without that function, is left alone."""
     for module_name, attr in stages:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a revision without that module (the installed tree's copy may not import there)
+            continue
         if not hasattr(module, attr):
             continue
         key = f"{module_name.rsplit('.', 1)[-1]}.{attr}"

@@ -19,6 +19,7 @@ from spyre_emu.errors import SpyreEmuError
 from spyre_emu.host import load_host
 from spyre_emu.memo import collector_paused
 
+from . import compile_store
 from .compile import compile_graph
 from .decompositions import decompositions, rewrite_attention
 from .generate import install
@@ -56,8 +57,13 @@ def spyre_emu_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], optio
         if opts.cards or not walkable(aten_gm):  # a repeated region's calls copied, unless the passes read
             inline_subgraphs(aten_gm)             # them in place exactly (subgraphs.walkable)
         plan = shard(aten_gm, opts.cards or 1)  # one card's graph (tensor parallel), or the graph itself
+        parameters = aten_parameters(gm, example_inputs, len(aten_inputs))
+        key = compile_store.key(plan.gm, opts, machine, parameters)  # the passes' result, stored (compile_store.py)
         with unset_fake_temporarily():  # constants the passes make are real tensors
-            compiled = compile_graph(plan.gm, opts, machine, aten_parameters(gm, example_inputs, len(aten_inputs)))
+            compiled = compile_store.load(key, plan.gm, opts)
+            if compiled is None:
+                compiled = compile_graph(plan.gm, opts, machine, parameters)
+                compile_store.store(key, compiled, plan.gm)
         compiled.transfers = step_transfers(compiled.graph, aten_per_call(per_call, len(aten_inputs)))
         return CompiledGraph(aten_gm, compiled, machine, cpu, opts, plan)
 

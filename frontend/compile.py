@@ -88,7 +88,7 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
             nodes[at:at + 1] = node.unfused
         else:
             node.host, node.reason = "fallback", f"the lowering refuses it: {message}"
-    _apply_policy(graph, options)
+    apply_policy(graph, options)
     return Compiled(graph, steps, programs, crossings(graph))
 
 
@@ -132,7 +132,7 @@ def _mark_constants(graph: Graph) -> None:
             node.host = "constant"
 
 
-def _apply_policy(graph: Graph, options: Options) -> None:
+def apply_policy(graph: Graph, options: Options) -> None:
     """fallback="error" refuses the first fallback; otherwise one warning per compiled graph sums them
     up: each op with its count and its first reason (the report lists every one)."""
     fallbacks = [node for node in graph.nodes if node.host == "fallback"]

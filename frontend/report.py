@@ -12,6 +12,7 @@ the calls inside a ``with`` block.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,17 +147,17 @@ def flops(node: Node) -> int:
     """A node's floating-point operations, the same count on the card and on the CPU: 2·M·N·K for a
     matmul (and 2 per output element and weight element for a convolution), one per output element
     for everything else."""
-    out = sum(int(np.prod(v.shape)) for v in node.outputs)
+    out = sum(math.prod(v.shape) for v in node.outputs)
     if node.op in MATMULS:
         return 2 * out * node.inputs[MATMULS[node.op]].shape[-1]
     if node.op == "aten.convolution.default":
-        return 2 * out * int(np.prod(node.inputs[1].shape[1:]))
+        return 2 * out * math.prod(node.inputs[1].shape[1:])
     return out
 
 
 def moved_bytes(node: Node) -> int:
     """The bytes a host op reads and writes: its operands and results, once each."""
-    return sum(int(np.prod(v.shape)) * v.dtype.itemsize for v in (*node.inputs, *node.outputs))
+    return sum(math.prod(v.shape) * v.dtype.itemsize for v in (*node.inputs, *node.outputs))
 
 
 def pcie_cycles(nbytes: int, machine: Machine) -> int:
@@ -178,36 +179,52 @@ def _kernel_rows(seg: Segment, log: EventLog, launch: int, shapes: dict[int, lis
 
 
 def _program_rows(seg: Segment, log: EventLog, launch: int) -> list[dict[str, Any]]:
-    tags = [getattr(ins, "kernel", None) for ins in log.instructions]
     groups: dict[str, list[int]] = {}
-    for i, tag in enumerate(tags):
-        groups.setdefault(tag or "", []).append(i)
+    for i, ins in enumerate(log.instructions):
+        groups.setdefault(getattr(ins, "kernel", None) or "", []).append(i)
     by_name = {seg.names[k.name]: k for k in seg.kernels}
-    rows = [_row(name, by_name.get(name), seg, log, idx) for name, idx in groups.items()]
+    columns = _Columns.of(log)
+    rows = [_row(name, by_name.get(name), seg, log, columns, np.array(idx)) for name, idx in groups.items()]
     done = -launch
     for row in rows:  # kernels overlap: each is charged the time it adds to the program's end
         row["cycles"], done = max(row["end"] - done, 0), max(row["end"], done)
     return rows
 
 
-def _row(name: str, kernel: Node | None, seg: Segment, log: EventLog, idx: list[int]) -> dict[str, Any]:
+KINDS = {"pt": 1, "sfu": 2}  # the units whose busy time makes a utilization
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Per instruction: its unit's kind (``KINDS``, else 0), its core, the DRAM bytes a load or store moves,
+    its duration; built in one pass, so a row sums them with numpy."""
+
+    kind: np.ndarray
+    core: np.ndarray
+    dram: np.ndarray
+    cycles: np.ndarray
+
+    @staticmethod
+    def of(log: EventLog) -> _Columns:
+        ins, n = log.instructions, len(log.instructions)
+        return _Columns(
+            np.fromiter((KINDS.get(i.unit.rstrip("0123456789"), 0) for i in ins), np.int64, n),
+            np.fromiter((i.core for i in ins), np.int64, n),
+            np.fromiter((int(i.args.get("bytes", 0)) if i.unit in ("load", "store") and "dram" in i.args else 0
+                         for i in ins), np.int64, n),
+            log.end - log.start)
+
+
+def _row(name: str, kernel: Node | None, seg: Segment, log: EventLog, columns: _Columns, idx: np.ndarray
+         ) -> dict[str, Any]:
     start, end = int(log.start[idx].min()), int(log.end[idx].max())
     cycles = max(end - start, 0)
-    busy = {"pt": 0, "sfu": 0}
-    units = {"pt": set(), "sfu": set()}
-    dram = 0
-    for i in idx:
-        ins = log.instructions[i]
-        kind = ins.unit.rstrip("0123456789")
-        if kind in busy:
-            busy[kind] += int(log.end[i] - log.start[i])
-        if ins.unit in ("load", "store") and "dram" in ins.args:
-            dram += int(ins.args.get("bytes", 0))
-    cores = {log.instructions[i].core for i in idx}
-    for kind in busy:
-        units[kind] = 2 * len(cores)
+    kinds, spent = columns.kind[idx], columns.cycles[idx]
+    busy = {kind: int(spent[kinds == code].sum()) for kind, code in KINDS.items()}
+    cores = len(set(columns.core[idx].tolist()))  # not np.unique: its first call imports numpy.ma (20 ms)
+    units = 2 * cores  # of each kind: two per core
     op = kernel.op if kernel else "+".join(sorted({k.op for k in seg.kernels}))
-    return {"name": name, "op": op, "cores": len(cores), "span_cycles": cycles, "end": end,
-            "pt_utilization": round(busy["pt"] / (cycles * units["pt"]), 6) if cycles else 0.0,
-            "sfu_utilization": round(busy["sfu"] / (cycles * units["sfu"]), 6) if cycles else 0.0,
-            "dram_bytes": dram}
+    return {"name": name, "op": op, "cores": cores, "span_cycles": cycles, "end": end,
+            "pt_utilization": round(busy["pt"] / (cycles * units), 6) if cycles else 0.0,
+            "sfu_utilization": round(busy["sfu"] / (cycles * units), 6) if cycles else 0.0,
+            "dram_bytes": int(columns.dram[idx].sum())}

@@ -124,7 +124,7 @@ def _reduce_tensor(t: torch.Tensor) -> tuple:
     if (t.device.type != "cpu" or t.requires_grad or not t.is_contiguous() or t.storage_offset() != 0
             or t.untyped_storage().nbytes() != t.numel() * t.element_size()):
         return t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
-    return _tensor, (t.dtype, tuple(t.shape), t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return _tensor, (t.dtype, tuple(t.shape), _raw(t))
 
 
 def _tensor(dtype: torch.dtype, shape: tuple[int, ...], raw: bytes) -> torch.Tensor:
@@ -192,7 +192,12 @@ def _spell(a: Any) -> str:
 def _data(t: torch.Tensor) -> str:
     """A real tensor's bytes, hashed (a tensor whose bytes torch will not show, sparse or quantized, has none)."""
     try:
-        raw = t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        raw = _raw(t.detach().cpu().contiguous())
     except (RuntimeError, TypeError) as exc:
         raise _UnknownError(t) from exc
     return hashlib.sha256(raw).hexdigest()
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    """A contiguous CPU tensor's bytes."""
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes()

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import reduce
+from itertools import count
+from operator import add, attrgetter
 from typing import Any
 
 import numpy as np
@@ -31,6 +34,7 @@ from ..engine.log import EventLog
 from ..engine.pack import sfu_stick_cycles
 from ..unit_program.model import Instruction, matmul_repeat
 from ..unit_program.opcodes import SFU_OPS, unit_kind
+from .distinct import Distinct
 from .traffic import Traffic
 
 COMPUTE_KINDS = {"lx2fifo", "fifo2lx", "pt", "sfu"}
@@ -46,23 +50,25 @@ class Units:
     names: list[str]
 
 
-def units_of(log: EventLog) -> Units:
+def units_of(log: EventLog, kinds: Distinct) -> Units:
     index: dict[tuple[int, str], int] = {}
-    of = np.fromiter((index.setdefault((ins.core, ins.unit), len(index)) for ins in log.instructions), np.int64,
-                     len(log.instructions))
-    return Units(of, [unit if core < 0 else f"core{core}.{unit}" for core, unit in index])
+    unit = np.array([index.setdefault((ins.core, ins.unit), len(index)) for ins in kinds.first], np.int64)
+    return Units(unit[kinds.which], [unit if core < 0 else f"core{core}.{unit}" for core, unit in index])
 
 
 def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, units: Units, default_name: str,
-                   ops: dict[str, str]) -> list[dict[str, Any]]:
+                   ops: dict[str, str], kinds: Distinct) -> list[dict[str, Any]]:
     """One dict per kernel, ordered by start cycle (then end, then name)."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, ins in enumerate(log.instructions):
-        groups[ins.kernel or default_name].append(i)
+    number: defaultdict[str, int] = defaultdict(count().__next__)
+    names = (kernel or default_name for kernel in map(attrgetter("kernel"), log.instructions))
+    of = np.fromiter(map(number.__getitem__, names), np.int64, len(log.instructions))
+    order = np.argsort(of, kind="stable")  # each kernel's instructions in program order
+    bounds = np.searchsorted(of[order], np.arange(len(number) + 1))
     waits = previous_end(log, units)
     ring = traffic.ring_sticks(len(log.instructions))
-    kernels = [_kernel(name, np.array(idx), log, machine, traffic, ring, waits, units, ops.get(name, ""))
-               for name, idx in groups.items()]
+    per = _per_instruction(kinds, machine)
+    kernels = [_kernel(name, order[bounds[k]:bounds[k + 1]], log, machine, traffic, ring, waits, units,
+                       ops.get(name, ""), per) for k, name in enumerate(number)]
     return sorted(kernels, key=lambda k: (k["start_cycle"], k["end_cycle"], k["name"]))
 
 
@@ -77,17 +83,34 @@ def previous_end(log: EventLog, units: Units) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _PerInstruction:
+    """Per instruction: its core, whether its unit computes, and its four terms of ``_work``."""
+
+    core: np.ndarray
+    compute: np.ndarray
+    work: np.ndarray  # objects, [instructions, 4]: Python numbers, summed in order as one loop would
+
+
+def _per_instruction(kinds: Distinct, machine: Machine) -> _PerInstruction:
+    first, which = kinds.first, kinds.which
+    core = np.array([ins.core for ins in first], np.int64)
+    compute = np.array([unit_kind(ins.unit) in COMPUTE_KINDS for ins in first], bool)
+    work = np.empty((len(first), 4), object)
+    work[:] = [_terms(ins, machine) for ins in first] or np.empty((0, 4), object)
+    return _PerInstruction(core[which], compute[which], work[which])
+
+
 def _kernel(name: str, idx: np.ndarray, log: EventLog, machine: Machine, traffic: Traffic, ring: np.ndarray,
-            waits: np.ndarray, units: Units, op: str) -> dict[str, Any]:
+            waits: np.ndarray, units: Units, op: str, per: _PerInstruction) -> dict[str, Any]:
     start, end = int(log.start[idx].min()), int(log.end[idx].max())
     span, ghz = end - start, machine.clock.ghz
-    mine = [log.instructions[i] for i in idx.tolist()]  # plain ints: indexing with numpy scalars is slow
-    cores = sorted({ins.core for ins in mine if ins.core >= 0})
-    compute = [i for i, ins in zip(idx.tolist(), mine, strict=True) if unit_kind(ins.unit) in COMPUTE_KINDS]
-    exec_start = int(log.start[compute].min()) if compute else start
-    exec_end = int(log.end[compute].max()) if compute else end
+    cores = [int(c) for c in np.unique(per.core[idx]) if c >= 0]
+    compute = idx[per.compute[idx]]
+    exec_start = int(log.start[compute].min()) if compute.size else start
+    exec_end = int(log.end[compute].max()) if compute.size else end
     per_unit = _per_unit(idx, log, waits, units, start, end)
-    work = _work(mine, machine)
+    work = _work(per.work[idx])
     moved = {"dram_read": int(traffic.dram_read[idx].sum()), "dram_write": int(traffic.dram_write[idx].sum()),
              "ring": int(ring[idx].sum()) * STICK_BYTES, "lx": int(traffic.lx[idx].sum())}
     ideal = _ideal(work, moved, machine, len(cores))
@@ -145,18 +168,22 @@ def _by_kind(per_unit: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def _work(instructions: list[Instruction], machine: Machine) -> dict[str, Any]:
-    """PT MACs and their cycles at peak on one array; SFU stick-cycles and elements."""
-    macs, pt_cycles, sfu_cycles, elements = 0, 0.0, 0, 0
-    for ins in instructions:
-        a = ins.args
-        if ins.op == "matmul":
-            n = matmul_repeat(a) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
-            macs += n
-            pt_cycles += n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16")))
-        elif ins.op in SFU_OPS:
-            sfu_cycles += int(a["sticks"]) * sfu_stick_cycles(machine, ins.op)
-            elements += int(a["sticks"]) * (STICK_BYTES // DTYPE_BYTES[str(a.get("out_dtype", a.get("dtype", "fp16")))])
+def _terms(ins: Instruction, machine: Machine) -> tuple[int, float, int, int]:
+    """An instruction's PT MACs and their cycles at peak on one array, its SFU stick-cycles and elements."""
+    a = ins.args
+    if ins.op == "matmul":
+        n = matmul_repeat(a) * int(a["rows"]) * int(a["k"]) * int(a.get("cols", machine.pt.cols_per_pass))
+        return n, n / machine.pt.macs_per_cycle(str(a.get("dtype", "fp16"))), 0, 0
+    if ins.op in SFU_OPS:
+        sticks, out = int(a["sticks"]), str(a.get("out_dtype", a.get("dtype", "fp16")))
+        return 0, 0.0, sticks * sfu_stick_cycles(machine, ins.op), sticks * (STICK_BYTES // DTYPE_BYTES[out])
+    return 0, 0.0, 0, 0
+
+
+def _work(terms: np.ndarray) -> dict[str, Any]:
+    """The sums of ``_terms`` over a kernel's instructions, in program order (the float sum as a loop adds it;
+    a zero term leaves a sum of non-negative numbers unchanged)."""
+    macs, pt_cycles, sfu_cycles, elements = (reduce(add, terms[:, i], zero) for i, zero in enumerate((0, 0.0, 0, 0)))
     return {"macs": macs, "pt_cycles": pt_cycles, "sfu_cycles": sfu_cycles, "sfu_elements": elements}
 
 

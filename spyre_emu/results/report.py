@@ -20,6 +20,7 @@ from ..engine.log import CHANNEL_STATS, LINK_STATS, UNIT_STATS, EventLog
 from ..unit_program.model import matmul_repeat
 from ..unit_program.opcodes import unit_kind
 from .activity import activity
+from .distinct import Distinct, distinct
 from .kernels import kernel_figures, peak_flops_per_cycle, units_of
 from .text import render_text
 from .traffic import trace_traffic
@@ -59,9 +60,10 @@ def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[
     cycles, ghz = log.total_cycles, machine.clock.ghz
     launch = launch_cycles(log, machine)
     total = launch + cycles
-    traffic = trace_traffic(log, machine)
+    kinds = distinct(log.instructions)
+    traffic = trace_traffic(log, machine, kinds)
     links = _link_names(log, machine)
-    units = units_of(log)
+    units = units_of(log, kinds)
     data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -73,14 +75,14 @@ def build_report(log: EventLog, machine: Machine, source: str, kernel_ops: dict[
         "card_cycles": cycles,
         "instructions": len(log.instructions),
         "units": _unit_classes(log, cycles),
-        "pt": _pt(log, machine, cycles),
+        "pt": _pt(kinds, machine, cycles),
         "dram": _dram(log, machine, cycles),
         "ring": _ring(log, machine, cycles, links),
         "machine": {"cores": machine.cores.count,
                     "peak_flops_per_cycle": peak_flops_per_cycle(machine, machine.cores.count),
                     "peak_dram_bytes_per_cycle": round(machine.dram.peak_bytes_per_cycle(), 6),
                     "link_bytes_per_cycle": machine.ring.link_bytes_per_cycle},
-        "kernels": kernel_figures(log, machine, traffic, units, Path(source).stem, kernel_ops or {}),
+        "kernels": kernel_figures(log, machine, traffic, units, Path(source).stem, kernel_ops or {}, kinds),
         "activity": activity(log, machine, traffic, units, links),
     }
     return Report(data)
@@ -118,14 +120,16 @@ def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
     return out
 
 
-def _pt(log: EventLog, machine: Machine, cycles: int) -> dict[str, Any]:
-    matmuls = [ins for ins in log.instructions if ins.op == "matmul"]
-    repeats = [matmul_repeat(ins.args) for ins in matmuls]
+def _pt(kinds: Distinct, machine: Machine, cycles: int) -> dict[str, Any]:
+    """Passes, MACs, arrays used and MAC utilization: summed per distinct matmul times its count (exact integers)."""
+    counts = np.bincount(kinds.which, minlength=len(kinds.first)).tolist()
+    matmuls = [(n, ins) for n, ins in zip(counts, kinds.first, strict=True) if ins.op == "matmul"]
+    repeats = [n * matmul_repeat(ins.args) for n, ins in matmuls]
     macs = sum(n * ins.args["rows"] * ins.args["k"] * ins.args.get("cols", machine.pt.cols_per_pass)
-               for n, ins in zip(repeats, matmuls, strict=True))
-    arrays = {(ins.core, ins.unit) for ins in matmuls}
+               for n, (_, ins) in zip(repeats, matmuls, strict=True))
+    arrays = {(ins.core, ins.unit) for _, ins in matmuls}
     peak = sum(n * machine.pt.macs_per_cycle(ins.args.get("dtype", "fp16"))
-               for n, ins in zip(repeats, matmuls, strict=True)) / max(sum(repeats), 1)
+               for n, (_, ins) in zip(repeats, matmuls, strict=True)) / max(sum(repeats), 1)
     return {"passes": sum(repeats), "macs": macs, "arrays_used": len(arrays),
             "mac_utilization": round(macs / (cycles * peak * len(arrays)), 6) if arrays and cycles else 0.0}
 

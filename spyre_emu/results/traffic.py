@@ -25,6 +25,7 @@ from ..engine.log import EventLog
 from ..unit_program import HOST_CORE, Instruction
 from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_repeat
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
+from .distinct import Distinct, distinct
 
 READS_DRAM = {"load", "d2h"}
 WRITES_DRAM = {"store", "h2d"}
@@ -52,34 +53,32 @@ class Traffic:
         return np.bincount(self.link, self.link_sticks, minlength=links).astype(np.int64)
 
 
-def trace_traffic(log: EventLog, machine: Machine) -> Traffic:
+def trace_traffic(log: EventLog, machine: Machine, kinds: Distinct | None = None) -> Traffic:
+    """``kinds``: the log's distinct instructions (``distinct``), each traced once."""
     n = len(log.instructions)
-    read, write, lx = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     geometry = _Geometry(machine)
-    shape = np.zeros(n, np.int64)  # per instruction, its transfer shape's index in geometry.shapes
-    dma = [i for i, ins in enumerate(log.instructions) if ins.op in DRAM_OPS]
-    channels = dict(zip(dma, geometry.channel_sticks([log.instructions[i].args for i in dma]), strict=True))
-    computed: dict[tuple, int] = {}  # LX bytes of the matmuls and SFU ops, by op and args: programs repeat them
-    for i, ins in enumerate(log.instructions):
-        if ins.op in DRAM_OPS:
-            (read if ins.op in READS_DRAM else write)[i] = ins.args["bytes"]
-        if ins.op == "matmul" or ins.op in SFU_OPS:
-            key = (ins.op, *ins.args.items())
-            if key not in computed:
-                computed[key] = lx_bytes(ins, machine)
-            lx[i] = computed[key]
-        else:
-            lx[i] = lx_bytes(ins, machine)
-        if ins.op in DRAM_OPS or ins.op == "send":
-            shape[i] = geometry.shape_of(ins, channels.get(i, ()))
+    kinds = distinct(log.instructions) if kinds is None else kinds
+    dma = {id(ins.args): ins.args for ins in kinds.first if ins.op in DRAM_OPS}
+    channels = dict(zip(dma, geometry.channel_sticks(list(dma.values())), strict=True))
+    # per distinct instruction: DRAM bytes read and written, LX bytes, its transfer shape's index in geometry.shapes
+    figures = np.array([_figures(ins, machine, geometry, channels) for ins in kinds.first], np.int64)
+    read, write, lx, shape = figures.reshape(-1, 4)[kinds.which].T
     # Each instruction's rows of (link, sticks), in instruction order, gathered from its shape's rows.
     sizes = np.array([len(links) for links in geometry.shapes], np.int64)
     table = np.array([row for links in geometry.shapes for row in links], np.int64).reshape(-1, 2)
     counts = sizes[shape]
     ins_of_row = np.repeat(np.arange(n), counts)
-    first = np.cumsum(sizes) - sizes
-    rows = first[shape][ins_of_row] + np.arange(len(ins_of_row)) - (np.cumsum(counts) - counts)[ins_of_row]
-    return Traffic(read, write, lx, ins_of_row, table[rows, 0], table[rows, 1])
+    first_row = np.cumsum(sizes) - sizes
+    rows = first_row[shape][ins_of_row] + np.arange(len(ins_of_row)) - (np.cumsum(counts) - counts)[ins_of_row]
+    return Traffic(read.copy(), write.copy(), lx.copy(), ins_of_row, table[rows, 0], table[rows, 1])
+
+
+def _figures(ins: Instruction, machine: Machine, geometry: _Geometry,
+             channels: dict[int, tuple[tuple[int, int], ...]]) -> tuple[int, int, int, int]:
+    """(DRAM bytes read, DRAM bytes written, LX bytes, transfer shape) of one instruction."""
+    dram = int(ins.args["bytes"]) if ins.op in DRAM_OPS else 0
+    shape = geometry.shape_of(ins, channels.get(id(ins.args), ())) if ins.op in DRAM_OPS or ins.op == "send" else 0
+    return (dram if ins.op in READS_DRAM else 0, dram if ins.op in WRITES_DRAM else 0, lx_bytes(ins, machine), shape)
 
 
 class _Geometry:

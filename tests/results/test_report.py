@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from spyre_emu.engine.log import UNIT_STATS
 from spyre_emu.pipeline import run
-from spyre_emu.results import traffic
+from spyre_emu.results import build_report, traffic
 from spyre_emu.results.activity import rounded, spread
 from spyre_emu.results.traffic import trace_traffic
 from spyre_emu.unit_program import parse_unit_program
@@ -81,6 +83,21 @@ def test_traffic_in_batches_of_dmas_is_the_same(stem, monkeypatch):
     log = example(stem).log
     monkeypatch.setattr(traffic, "CHUNK_STICKS", 3)
     assert np.array_equal(trace_traffic(log, MACHINE).per_link(len(log.link_stats)), log.link_stats[:, 0])
+
+
+def test_report_per_distinct_instruction_is_the_report_per_instruction():
+    """The report works each figure out once per distinct (core, unit, op, args dict): with every instruction
+    given its own copy of its args (nothing shared, so every instruction distinct) it is the same report."""
+    shared = 0
+    for stem in STEMS:
+        result = example(stem)
+        log = result.log
+        copies = tuple(replace(ins, args=dict(ins.args)) for ins in log.instructions)
+        shared += len({id(ins.args) for ins in log.instructions}) < len(copies)
+        alone = build_report(replace(log, instructions=copies), MACHINE, result.report.data["program"],
+                             {k["name"]: k["op"] for k in result.report.data["kernels"]})
+        assert alone.to_json() == result.report.to_json(), stem
+    assert shared >= len(STEMS) // 2  # most examples share args dicts, so the test compares two ways
 
 
 @pytest.mark.parametrize("stem", STEMS)

@@ -117,15 +117,24 @@ class _Geometry:
         return out + (self._channel_sticks(batch) if batch else [])
 
     def _channel_sticks(self, dmas: list[dict]) -> list[tuple[tuple[int, int], ...]]:
+        """Counted per interleave line, not per stick: a stick's channel is its line's (``Dram.channel_of``),
+        so each line the pieces touch counts the sticks that start in it."""
         pieces = [dram_pieces(a) for a in dmas]
         starts = np.array([addr for ps in pieces for addr, _ in ps], np.int64)
         sticks = np.array([-(-nbytes // STICK_BYTES) for ps in pieces for _, nbytes in ps], np.int64)
+        ends = starts + sticks * STICK_BYTES
         owner = np.repeat(np.arange(len(dmas)), [len(ps) for ps in pieces])
-        first = np.cumsum(sticks) - sticks
-        within = np.arange(int(sticks.sum())) - np.repeat(first, sticks)
-        addrs = np.repeat(starts, sticks) + within * STICK_BYTES
-        per = np.bincount(np.repeat(owner, sticks) * self.channels + self.machine.dram.channel_of(addrs),
-                          minlength=len(dmas) * self.channels).reshape(len(dmas), self.channels)
+        size = self.machine.dram.interleave_bytes
+        first = starts // size
+        lines = (ends - STICK_BYTES) // size - first + 1  # the lines holding a stick's first byte
+        piece = np.repeat(np.arange(len(starts)), lines)
+        line = np.repeat(first - (np.cumsum(lines) - lines), lines) + np.arange(int(lines.sum()))
+        # The sticks in [lo, hi): addresses and lines are whole sticks (the loader's checks; interleave_bytes is
+        # a power of two of at least a stick), so the bytes between are a whole number of sticks.
+        lo, hi = np.maximum(line * size, starts[piece]), np.minimum((line + 1) * size, ends[piece])
+        sticks = (hi - lo) // STICK_BYTES
+        per = np.bincount(owner[piece] * self.channels + self.machine.dram.channel_of(line * size), sticks,
+                          minlength=len(dmas) * self.channels).astype(np.int64).reshape(len(dmas), self.channels)
         dma, channel = np.nonzero(per)
         out: list[list[tuple[int, int]]] = [[] for _ in dmas]
         for d, c, k in zip(dma.tolist(), channel.tolist(), per[dma, channel].tolist(), strict=True):

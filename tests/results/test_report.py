@@ -100,6 +100,26 @@ def test_report_per_distinct_instruction_is_the_report_per_instruction():
     assert shared >= len(STEMS) // 2  # most examples share args dicts, so the test compares two ways
 
 
+def test_sticks_per_channel_counted_by_line_are_counted_by_stick():
+    """channel_sticks counts the sticks of each interleave line at once: the same as every stick's own
+    channel, on random transfers (strided or not, starting anywhere in a line, a stick to many lines)."""
+    rng = np.random.default_rng(5)
+    geometry = traffic._Geometry(MACHINE)
+    line = MACHINE.dram.interleave_bytes
+    dmas = []
+    for _ in range(300):
+        piece = int(rng.integers(1, 3 * line // 128 + 2)) * 128
+        count = int(rng.integers(1, 5))
+        a = {"dram": int(rng.integers(0, 1 << 20)) * 128, "bytes": piece * count}
+        if count > 1 or rng.random() < 0.3:
+            a.update(piece=piece, stride=piece + int(rng.integers(0, 40)) * 128)
+        dmas.append(a)
+    for a, got in zip(dmas, geometry.channel_sticks(dmas), strict=True):
+        addrs = [addr + i * 128 for addr, nbytes in traffic.dram_pieces(a) for i in range(nbytes // 128)]
+        want = np.bincount(MACHINE.dram.channel_of(np.array(addrs)), minlength=MACHINE.dram.channels)
+        assert got == tuple((c, int(k)) for c, k in enumerate(want) if k), a
+
+
 @pytest.mark.parametrize("stem", STEMS)
 def test_figures_add_up(stem):
     result = example(stem)

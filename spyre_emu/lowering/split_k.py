@@ -44,18 +44,13 @@ def reduce_tile(core: CoreStreams, split: SplitK, group: tuple[int, ...], t: int
     key = ("reduce", core.core, group, sticks, before, c_lx)
     if key not in memo:
         memo[key] = _steps(split, group, core.core, sticks, before, c_lx)
-    now, then = f"{split.kernel}t{t}.", f"{split.kernel}t{t - 1}."  # as _token(split, t or t - 1, ...)
+    now, then = f"{split.kernel}t{t}.".__add__, f"{split.kernel}t{t - 1}.".__add__  # as _token(split, t or t - 1)
     sends: list[Item] = []
     adds: dict[str, list[Item]] = {}
     for unit, fixed, waits, earlier, signals in memo[key]:
-        item = core.add(unit, dict(fixed))
-        if unit == "send":
-            item["signal"] = [now + x for x in signals]
-            item["wait"] = [now + x for x in waits] + [then + x for x in earlier]
-            sends.append(item)
-        else:
-            item["wait"], item["signal"] = [now + x for x in waits], [now + x for x in signals]
-            adds.setdefault(unit, []).append(item)
+        wait, signal = [*map(now, waits), *map(then, earlier)], [*map(now, signals)]
+        item = core.add(unit, {**fixed, "wait": wait, "signal": signal})
+        (sends if unit == "send" else adds.setdefault(unit, [])).append(item)
     for i, p in enumerate(last_passes):  # the partial tile is whole before any of it is sent or added to
         for j, first in enumerate([*sends[:1], *(ops[0] for ops in adds.values())]):
             token = f"{core.tag}t{t}.done{i}>{j}"

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import reduce
 from itertools import count
-from operator import add, attrgetter
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -59,9 +59,8 @@ def units_of(log: EventLog, kinds: Distinct) -> Units:
 def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, units: Units, default_name: str,
                    ops: dict[str, str], kinds: Distinct) -> list[dict[str, Any]]:
     """One dict per kernel, ordered by start cycle (then end, then name)."""
-    number: defaultdict[str, int] = defaultdict(count().__next__)
-    names = (kernel or default_name for kernel in map(attrgetter("kernel"), log.instructions))
-    of = np.fromiter(map(number.__getitem__, names), np.int64, len(log.instructions))
+    number: defaultdict[str, int] = defaultdict(count().__next__)  # kernels in order of first use
+    of = np.array([number[ins.kernel or default_name] for ins in log.instructions], np.int64)
     order = np.argsort(of, kind="stable")  # each kernel's instructions in program order
     bounds = np.searchsorted(of[order], np.arange(len(number) + 1))
     waits = previous_end(log, units)

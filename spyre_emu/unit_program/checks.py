@@ -12,6 +12,7 @@ from .opcodes import CAST_SHAPES, SFU_OPERANDS, SFU_OPS
 
 MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
 MAX_MULTICAST_STOPS = 62  # the engine keeps a multicast's destination stops as bits of one int64
+CHECKED_PER_CORE = frozenset({"send"})  # the ops whose checks look at the instruction's core (to_core)
 
 
 def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]:

@@ -19,14 +19,14 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from ..files import output_name, program_input, read_bytes
 from ..numerics import value_range
-from .checks import check_instruction, check_pieces
+from .checks import CHECKED_PER_CORE, check_instruction, check_pieces
 from .columns import build_columns
 from .model import HOST_CORE, Buffer, Instruction, UnitProgram, dram_span
 from .opcodes import CORE_UNITS, HOST_UNIT, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
-Seen = dict[tuple, tuple[dict[str, Any], set[int]]]  # _stream's distinct args and the cores that checked them
+Seen = dict[tuple, tuple[dict[str, Any], set[int | None]]]  # _stream's distinct args and the cores that checked them
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -267,11 +267,12 @@ def _prod(shape: tuple[int, ...]) -> int:
 def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers: dict[str, Buffer],
             machine: Machine, source: str, seen: Seen, owned: bool) -> tuple[Instruction, ...]:
     """``seen``: the distinct args so far, by (op, arg names, arg values), each with the cores on which an
-    instruction with them passed check_instruction. Equal instructions share one args dict (build_columns
-    encodes each dict once: a split-K program has 162,496 instructions but 8,732 distinct args), and
-    check_instruction looks at nothing else but the machine, so an equal instruction on the same core
-    passes again. ``owned``: the items are the lowering's own, used by nothing else, so each becomes its
-    instruction's args in place instead of a copy."""
+    instruction with them passed check_instruction (None for all cores: only the checks of CHECKED_PER_CORE
+    look at the core). Equal instructions share one args dict (build_columns encodes each dict once: a
+    split-K program has 162,496 instructions but 8,732 distinct args), and check_instruction looks at
+    nothing else but the machine (and, for those ops, the core), so an equal instruction passes again.
+    ``owned``: the items are the lowering's own, used by nothing else, so each becomes its instruction's
+    args in place instead of a copy."""
     out = []
     allowed = UNIT_OPS[unit_kind(unit)]
     for j, item in enumerate(raw):
@@ -295,9 +296,10 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
             known = seen[key] = (args, set())
         args, checked = known
         ins = Instruction(core, unit, op, args, wait, signal, f"{where}[{j}]", kernel)
-        if core not in checked:
+        who = core if op in CHECKED_PER_CORE else None
+        if who not in checked:
             check_instruction(ins, machine, source)
-            checked.add(core)
+            checked.add(who)
         out.append(ins)
     return tuple(out)
 

@@ -114,6 +114,10 @@ BAD_PROGRAMS = {
     "unknown buffer": (_program({"load": [_load(dram="y")]}), "cores[0].units.load[0].dram", "unknown buffer 'y'"),
     "to_core out of range": (_program({"send": [{"op": "send", "lx": 0, "to_core": 32, "to_lx": 0, "bytes": 128}]}),
                              "cores[0].units.send[0].to_core", "to_core must be another core"),
+    "send to its own core after an equal one elsewhere": (  # equal args share a dict, but sends are checked per core
+        {**_program(), "cores": [{"core": c, "units": {"send": [{"op": "send", "lx": 0, "to_core": 1, "to_lx": 0,
+                                                                 "bytes": 128}]}} for c in (0, 1)]},
+        "cores[1].units.send[0].to_core", "to_core must be another core"),
     "core out of range": ({**_program(), "cores": [{"core": 32, "units": {}}]}, "cores[0].core",
                           "core 32 does not exist"),
     "wait nobody signals": (_program({"load": [_load(wait=["t"])]}), "cores[0].units.load[0].wait",

@@ -52,8 +52,8 @@ class Units:
 
 def units_of(log: EventLog, kinds: Distinct) -> Units:
     index: dict[tuple[int, str], int] = {}
-    unit = np.array([index.setdefault((ins.core, ins.unit), len(index)) for ins in kinds.first], np.int64)
-    return Units(unit[kinds.which], [unit if core < 0 else f"core{core}.{unit}" for core, unit in index])
+    of = np.array([index.setdefault((ins.core, ins.unit), len(index)) for ins in kinds.first], np.int64)
+    return Units(of[kinds.which], [unit if core < 0 else f"core{core}.{unit}" for core, unit in index])
 
 
 def kernel_figures(log: EventLog, machine: Machine, traffic: Traffic, units: Units, default_name: str,

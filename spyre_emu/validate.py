@@ -326,10 +326,10 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
              "| category | cases | mean abs. error | Spearman (mean, min) | best-split regret (mean, max) |",
              "|---|---|---|---|---|"]
     for c in categories:
-        rho = [s.spearman for s in c.shapes if not np.isnan(s.spearman)]  # nan: the simulator tied every division
+        rho = [s.spearman for s in c.shapes if not np.isnan(s.spearman)]
         regret = [s.regret for s in c.shapes]
         lines.append(f"| {c.category} | {c.points} | {100 * c.mean_abs_error:.1f} % | "
-                     + (f"{np.mean(rho):.2f}, {min(rho):.2f}" if rho else "—") + " | "
+                     + (f"{_rho(float(np.mean(rho)))}, {_rho(min(rho))}" if rho else "—") + " | "
                      + (f"{100 * np.mean(regret):.1f} %, {100 * max(regret):.1f} % |" if c.shapes else "— |"))
     timed = [p for p in points if p.category != "PT utilization"]
     mae = mean_abs_error(timed)
@@ -338,7 +338,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
               "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",
               "|---|---|---|---|---|---|"]
     for c in categories:
-        lines += [f"| {s.shape} | {s.points} | {s.spearman:.2f} | {s.best.label}: {s.best.measured:,.1f} µs | "
+        lines += [f"| {s.shape} | {s.points} | {_rho(s.spearman)} | {s.best.label}: {s.best.measured:,.1f} µs | "
                   f"{s.chosen.label}: {s.chosen.measured:,.1f} µs | {100 * s.regret:.1f} % |" for s in c.shapes]
     lines += ["", "| case | measured | simulated | error |", "|---|---|---|---|"]
     lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.measured:,.2f} | "
@@ -352,6 +352,11 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
         lines += [f"| {n.case.shape or n.case.name} {_label(n.case) if n.case.shape else ''} | "
                   f"{n.reason.replace('|', '/')} |" for n in not_run]
     return "\n".join(lines) + "\n"
+
+
+def _rho(value: float) -> str:
+    """A rank correlation as the tables show it: a dash where it is undefined (one side tied throughout)."""
+    return "—" if np.isnan(value) else f"{value:.2f}"
 
 
 def plot_calibration(points: list[Point], path: Path) -> bytes:

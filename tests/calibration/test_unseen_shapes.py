@@ -9,9 +9,11 @@ import math
 
 import pytest
 
+from spyre_emu.accuracy import Point
 from spyre_emu.calibration import SINGLE, SWEEP, load_cases, matmul_program, split_problem
 from spyre_emu.cli import main
 from spyre_emu.pipeline import parse, run
+from spyre_emu.validate import render_calibration
 
 DRAM_BYTES_PER_US = 204.8e3          # 16 LPDDR5 channels at 12.8 GB/s
 MACS_PER_US_PER_CORE = 1024 * 1.1e3  # 1024 fp16 MAC a cycle at 1.1 GHz
@@ -145,3 +147,12 @@ def test_a_malformed_single_figure_is_one_line(tmp_path, capsys, entry, path, ex
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
     assert err[0].startswith(f"spyre-emu: error: {data / SINGLE}: cases[qo_x].{path}: {expected}")
+
+
+def test_an_undefined_rank_correlation_is_a_dash(recwarn):
+    """Divisions the simulator (or the data) ties throughout have no Spearman: a dash, not nan and a numpy warning."""
+    tied = [Point("bmm decode", "s", f"({i})", 10.0 + i, 5.0) for i in range(3)]
+    text = render_calibration(tied, "data", None)
+    assert "| bmm decode | 3 | 54.3 % | — | 0.0 %, 0.0 % |" in text  # errors −50, −54.5, −58.3 %
+    assert "| s | 3 | — | (0): 10.0 µs | (0): 10.0 µs | 0.0 % |" in text
+    assert not recwarn.list

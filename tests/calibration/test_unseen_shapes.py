@@ -8,10 +8,13 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spyre_emu.accuracy import Point
 from spyre_emu.calibration import SINGLE, SWEEP, load_cases, matmul_program, split_problem
 from spyre_emu.cli import main
+from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import parse, run
 from spyre_emu.validate import render_calibration
 
@@ -85,9 +88,10 @@ def _folder(tmp_path, rows, singles=()):
     return tmp_path
 
 
-def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys):
+def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys, monkeypatch):
     """The impossible rows are listed with their reason, in the output and one line each on stderr, after the
-    rows that can run ran; the exit status is then 2."""
+    rows that can run ran; the exit status is then 2. (In this process: a worker runs the same function.)"""
+    monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")
     rows = [UNSEEN[0], *(r for r, _ in IMPOSSIBLE), UNSEEN[9]]
     data = _folder(tmp_path, rows)
     out = tmp_path / "v.md"
@@ -156,3 +160,21 @@ def test_an_undefined_rank_correlation_is_a_dash(recwarn):
     assert "| bmm decode | 3 | 54.3 % | — | 0.0 %, 0.0 % |" in text  # errors −50, −54.5, −58.3 %
     assert "| s | 3 | — | (0): 10.0 µs | (0): 10.0 µs | 0.0 % |" in text
     assert not recwarn.list
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(b=st.integers(1, 6), m=st.integers(1, 200), n=st.integers(1, 600), k=st.integers(1, 600),
+       split=st.tuples(*[st.sampled_from([1, 2, 3, 4, 8])] * 4))
+def test_any_small_row_runs_within_the_bounds_or_says_why(spyre, b, m, n, k, split):
+    """Random shapes and divisions (most of them uneven): a row with a problem, or more cores than the card,
+    is the lowering's error too; every other row lowers and runs within the floors."""
+    split = (split[0] if b > 1 else 1, *split[1:])  # B = 1 takes no batch split (split_problem's own case)
+    problem = split_problem(b, m, n, k, split)
+    program = matmul_program(b, m, n, k, split)
+    if problem or math.prod(split) > 32:  # the card's 32 cores are the only other limit at these sizes
+        with pytest.raises(SpyreEmuError):
+            parse(program, spyre, "fuzz")
+        return
+    report = run(parse(program, spyre, "fuzz"), spyre, cache=False).report.data
+    card_us = report["card_cycles"] / report["clock_ghz"] / 1000
+    assert card_us >= max(_bounds_us(b, m, n, k, split))

@@ -274,15 +274,12 @@ def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], Non
     lowering or the engine rejects (a division the card cannot run, a deadlock) is not run; the others are."""
     if progress:
         progress(f"{len(cases)} calibration cases")
-    tried = [c for c in cases if not c.problem]
-    figures = dict(zip(map(id, tried), parallel_map(_case_figures, [(c.program, machine, c.source) for c in tried]),
-                       strict=True))
-    ran = [(c, figures[id(c)]) for c in tried if not isinstance(figures[id(c)], str)]
+    simulated = iter(parallel_map(_case_figures, [(c.program, machine, c.source) for c in cases if not c.problem]))
+    outcomes = [f"{c.source}: {c.problem}" if c.problem else next(simulated) for c in cases]  # figures or why not
+    ran = [(c, figures) for c, figures in zip(cases, outcomes, strict=True) if not isinstance(figures, str)]
     points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran]
     points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in ran if c.pt_util_pct]
-    failed = [NotRun(c, f"{c.source}: {c.problem}" if c.problem else str(figures[id(c)])) for c in cases
-              if c.problem or isinstance(figures[id(c)], str)]
-    return points, failed
+    return points, [NotRun(c, why) for c, why in zip(cases, outcomes, strict=True) if isinstance(why, str)]
 
 
 def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spyre_emu import validate as validate_module
 from spyre_emu.accuracy import Point
 from spyre_emu.calibration import SINGLE, SWEEP, load_cases, matmul_program, split_problem
 from spyre_emu.cli import main
@@ -178,3 +179,22 @@ def test_any_small_row_runs_within_the_bounds_or_says_why(spyre, b, m, n, k, spl
     report = run(parse(program, spyre, "fuzz"), spyre, cache=False).report.data
     card_us = report["card_cycles"] / report["clock_ghz"] / 1000
     assert card_us >= max(_bounds_us(b, m, n, k, split))
+
+
+def test_a_bug_on_one_case_is_reported_and_the_others_run(monkeypatch, spyre, tmp_path):
+    """An unexpected exception while one case runs (a bug, not bad input) is that case's reason, not the end of
+    validate: the other cases still give their points."""
+    monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")  # in this process, so that the patch below applies
+    calls, real = [], validate_module.run
+
+    def buggy_first(program, machine, **kwargs):
+        calls.append(program)
+        if len(calls) == 1:
+            raise IndexError("a bug")
+        return real(program, machine, **kwargs)
+    monkeypatch.setattr(validate_module, "run", buggy_first)
+    cases = load_cases(_folder(tmp_path, [UNSEEN[0], UNSEEN[1]]))[0]
+    points, not_run = validate_module.run_cases(spyre, cases)
+    assert [p.label for p in points] == ["(b, m, n, k) = (1, 1, 32, 1)"]
+    assert [n.reason for n in not_run] == [f"{tmp_path / SWEEP} row 2: internal error, please report it: "
+                                           "IndexError: a bug"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from .unit_program.load import FORMAT as UNIT_FORMAT
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
+SHAPE = re.compile(r"\[(\d+),\s*(\d+),\s*(\d+)\]\s*[x×]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")  # [B,M,K] x [[B,]K,N]
 RING_BYTES = {"ring_shift_128k": 131072, "ring_shift_256k": 262144, "ring_shift_512k": 524288}
 SCATTER_BYTES = {"ring_scatter_13mb": 13107200, "ring_scatter_6mb": 6553600}
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill")  # validate_host.py runs them
@@ -51,21 +54,25 @@ class Case:
     measured_us: float
     program: dict[str, Any] = field(repr=False)
     pt_util_pct: float | None = None  # measured PT utilization, where published
+    source: str = "calibration"       # where the case comes from ("FILE row N"), for its errors
+    problem: str = ""                 # why the case cannot run at all ("": it can be tried)
 
 
 def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     """Every single-program case of ``folder``, and the whole calls' entries of measurements.json (and ``QUOTED``)
     by name."""
-    cases = [_sweep_case(row) for row in _sweep_rows(folder / SWEEP)]
+    cases = [_sweep_case(row, f"{folder / SWEEP} row {i}") for i, row in enumerate(_sweep_rows(folder / SWEEP), 2)]
     singles = _read(folder / SINGLE)
     try:
         entries = {c["name"]: c for c in singles["cases"]}
     except (KeyError, TypeError) as exc:
         raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", str(folder / SINGLE)) from None
+    if not all(isinstance(name, str) for name in entries):
+        raise SpyreEmuError("expected every case's name to be a string", str(folder / SINGLE), "cases")
     for name, case in entries.items():
         if name in WHOLE_CALLS:
             continue
-        made = _single_case(name, case)
+        made = _single_case(name, case, str(folder / SINGLE))
         if made:
             cases.append(made)
     return cases, {**{name: entries[name] for name in WHOLE_CALLS if name in entries}, **QUOTED}
@@ -92,36 +99,99 @@ def _sweep_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def _sweep_case(row: dict[str, str]) -> Case:
-    b, m, n, k = (int(row[x]) for x in "BMNK")
-    split = tuple(int(row[f"split_{x}"]) for x in "bmnk")
+def _sweep_case(row: dict[str, str | None], where: str) -> Case:
+    """A row as a case; a field that is not a positive number is the file's error (one line, naming the row)."""
+    b, m, n, k, *split = (int(_positive(row, x, where)) for x in ("B", "M", "N", "K", *(f"split_{d}" for d in "bmnk")))
     family = "bmm" if b > 1 else "matmul"
     shape = f"{row['role']} {row['phase']} [{b},{m},{k}]×[{b},{k},{n}]"
     name = f"{row['role']}_{row['phase']}_{'x'.join(map(str, split))}"
-    return Case(name, f"{family} {row['phase']}", shape, split, float(row["device_us"]),
-                matmul_program(b, m, n, k, split))
+    return Case(name, f"{family} {row['phase']}", shape, tuple(split), _positive(row, "device_us", where),
+                matmul_program(b, m, n, k, tuple(split)), source=where, problem=split_problem(b, m, n, k, tuple(split)))
 
 
-def _single_case(name: str, case: dict[str, Any]) -> Case | None:
+def _positive(row: dict[str, str | None], column: str, where: str) -> float:
+    """``row[column]`` as a positive finite number (an integer for the dims and splits)."""
+    text = (row.get(column) or "").strip()
+    try:
+        value = int(text) if column != "device_us" else float(text)
+    except ValueError:
+        value = 0
+    if not 0 < value < math.inf:
+        kind = "number" if column == "device_us" else "integer"
+        raise SpyreEmuError(f"expected a positive {kind}, got {text!r}", where, column)
+    return value
+
+
+def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
+    """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
+    ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
+    dims = {"b": (b, b, "batch"), "m": (m, m, "row"), "n": (n, -(-n // 64), "64-element stick of N"),
+            "k": (k, -(-k // 64), "64-element stick of K")}
+    for d, cut in zip("bmnk", split, strict=True):
+        size, units, unit = dims[d]
+        if cut > units:
+            return f"split_{d} = {cut} is more than {d.upper()} = {size} allows: each slice needs at least one {unit}"
+    return ""
+
+
+def _single_case(name: str, case: dict[str, Any], file: str) -> Case | None:
     """A case for a card-side single figure; the production compiler's (sendnn) own split is not
     published, so its rows run the tuned (4, 8) division of the same shape."""
+    where = f"cases[{name}]"
     if name.startswith(("qo_", "mlp_up_")):
-        n = 4096 if name.startswith("qo_") else 12800
+        b, m, n, k = _shape(name, case)
         split = case.get("split") or {"b": 1, "m": 4, "n": 8, "k": 1}  # the PR's prefill policy
+        if not isinstance(split, dict) or not all(_count(split.get(x)) for x in "bmnk"):
+            raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}}, positive integers, got "
+                                f"{split!r}", file, where + ".split")
         split = tuple(split[x] for x in "bmnk")
-        return Case(name, "matmul prefill (single)", "", split, float(case["device_us"]),
-                    matmul_program(1, 512, n, 4096, split), case.get("pt_util_pct"))
+        util = case.get("pt_util_pct")
+        if util is not None and not _number(util):
+            raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
+        phase = "decode" if "decode" in name else "prefill"
+        return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", "", split,
+                    _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
+                    split_problem(b, m, n, k, split))
     if name in RING_BYTES:
-        return Case(name, "ring", "", None, float(case["device_us"]), ring_shift_program(RING_BYTES[name]))
+        return Case(name, "ring", "", None, _measured(case, file, where), ring_shift_program(RING_BYTES[name]))
     if name in SCATTER_BYTES:
-        return Case(name, "ring", "", None, float(case["device_us"]), ring_scatter_program(SCATTER_BYTES[name]))
+        return Case(name, "ring", "", None, _measured(case, file, where), ring_scatter_program(SCATTER_BYTES[name]))
     return None
+
+
+def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(B, M, N, K) from the entry's ``what`` ("matmul [1,512,4096] x [4096,4096]", or batched
+    "[B,M,K] x [B,K,N]"); where it states none, the Granite-3.3-8B prefill shape its name stands for."""
+    found = SHAPE.search(str(case.get("what", "")))
+    if found:
+        b, m, k, b2, k2, n = (int(g) if g else None for g in found.groups())
+        if k == k2 and b2 in (None, b) and min(b, m, k, n) > 0:
+            return b, m, n, k
+    return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096
+
+
+def _measured(case: dict[str, Any], file: str, where: str) -> float:
+    value = case.get("device_us")
+    if not _number(value):
+        raise SpyreEmuError(f"expected a positive number of microseconds, got {value!r}", file, where + ".device_us")
+    return float(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> dict[str, Any]:
     """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given;
-    dims in SuperDSC's order ([x,] mb, out, in, the first varying fastest over the cores)."""
+    dims in SuperDSC's order ([x,] mb, out, in, the first varying fastest over the cores). A dim the split
+    does not divide is cut as SuperDSC's steady-state and epilogue slices are (the kernel's ``uneven``):
+    a measured division ran on the card, so the simulator runs it too."""
     lead = [b] if b > 1 else []
+    uneven = any(units % cut for units, cut in zip((b, m, -(-n // 64), -(-k // 64)), split, strict=True))
 
     def tensor(shape: list[int], role: str) -> dict[str, Any]:
         return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}
@@ -130,7 +200,7 @@ def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> di
     return {"format": KERNEL_FORMAT, "version": 1,
             "tensors": {"A": tensor([m, k], "input"), "B": tensor([k, n], "input"), "C": tensor([m, n], "output")},
             "kernels": [{"name": "matmul", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-                         "dims": dims, "work_division": division}]}
+                         "dims": dims, "work_division": division, **({"uneven": True} if uneven else {})}]}
 
 
 def ring_shift_program(nbytes: int, cores: int = 32) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
-from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_calibration, validate
+from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_cases, validate
 from .validate import render as render_validation
 from .validate_host import host_cases, render_host
 
@@ -258,7 +258,7 @@ def _sweep(args: argparse.Namespace) -> None:
     print(f"spyre-emu: sweep: {result.stats.summary()}", file=sys.stderr)
 
 
-def _validate(args: argparse.Namespace) -> None:
+def _validate(args: argparse.Namespace) -> int:
     machine = load_machine(args.config, args.set)
     data = Path(args.data) if args.data else DEFAULT_DATA
     cases, calls = load_cases(data) if args.data or data.is_dir() else ([], {})
@@ -270,17 +270,21 @@ def _validate(args: argparse.Namespace) -> None:
                              tuple(c.name for c in cases) + tuple(calls))
     shown = None if args.quiet else progress  # --quiet keeps the measurements' lines, as before
     whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(data / SINGLE), shown)
-    points = run_calibration(machine, cases, shown) if cases else []
+    points, not_run = run_cases(machine, cases, shown) if cases else ([], [])
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")
     outputs = []
-    if points:
-        plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
-        text += render_calibration(points, _shown(data), os.path.relpath(plot, Path(args.out).parent))
-        outputs.append((plot, plot_calibration(points, plot)))
+    if points or not_run:
+        plot = (Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")) if points else None
+        text += render_calibration(points, _shown(data), plot and os.path.relpath(plot, Path(args.out).parent),
+                                   not_run)
+        outputs += [(plot, plot_calibration(points, plot))] if plot else []
     write_all([(Path(args.out), text.encode()), *outputs])
     if not args.quiet:
         sys.stdout.write(text)
+    for failed in not_run:  # after every other case ran and the files were written: one line each, then status 2
+        print(f"spyre-emu: error: {one_line(failed.reason)}", file=sys.stderr)
+    return EXIT_USAGE if not_run else 0
 
 
 def _shown(folder: Path) -> str:
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gemm":
             _gemm(args)
         elif args.command == "validate":
-            _validate(args)
+            return _validate(args)
         elif args.command == "sweep":
             _sweep(args)
         elif args.command == "serve":

@@ -260,28 +260,48 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:
-    """Simulate every calibration case (side by side in the process pool) as points to compare."""
+@dataclass(frozen=True)
+class NotRun:
+    """A calibration case the simulator could not run, and the one-line reason (its file and row first)."""
+
+    case: Case
+    reason: str
+
+
+def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None
+              ) -> tuple[list[Point], list[NotRun]]:
+    """Simulate every calibration case (side by side in the process pool) as points to compare. A case the
+    lowering or the engine rejects (a division the card cannot run, a deadlock) is not run; the others are."""
     if progress:
         progress(f"{len(cases)} calibration cases")
-    figures = parallel_map(_case_figures, [(c.program, machine) for c in cases])
-    points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in zip(cases, figures,
-                                                                                                  strict=True)]
-    points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in zip(cases, figures,
-                                                                                              strict=True)
-               if c.pt_util_pct]
-    return points
+    simulated = iter(parallel_map(_case_figures, [(c.program, machine, c.source) for c in cases if not c.problem]))
+    outcomes = [f"{c.source}: {c.problem}" if c.problem else next(simulated) for c in cases]  # figures or why not
+    ran = [(c, figures) for c, figures in zip(cases, outcomes, strict=True) if not isinstance(figures, str)]
+    points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran]
+    points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in ran if c.pt_util_pct]
+    return points, [NotRun(c, why) for c, why in zip(cases, outcomes, strict=True) if isinstance(why, str)]
 
 
-def _case_figures(job: tuple[dict, Machine]) -> tuple[float, float]:
-    """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here. The two figures
-    are kept in the result cache under the program's JSON, the machine and the code (memo.key), so a
-    second validate of the same code and config neither lowers nor simulates again, and stores no event log."""
-    data, machine = job
+def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:
+    """The points of the cases that ran (benchmarks/sweep_cases.py times this call)."""
+    return run_cases(machine, cases, progress)[0]
+
+
+def _case_figures(job: tuple[dict, Machine, str]) -> tuple[float, float] | str:
+    """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here, or the one-line
+    error that stopped it (naming ``source``, the case's file and row). The two figures are kept in the result
+    cache under the program's JSON, the machine and the code (memo.key), so a second validate of the same code
+    and config neither lowers nor simulates again, and stores no event log."""
+    data, machine, source = job
     k = memo.key(b"calibration case", memo.digest(data), repr(machine).encode())
     figures = memo.lookup(k)
     if figures is None:
-        report = run(parse(data, machine, "calibration"), machine, cache=False).report.data
+        try:
+            report = run(parse(data, machine, source), machine, cache=False).report.data
+        except SpyreEmuError as exc:
+            return str(exc)
+        except Exception as exc:  # noqa: BLE001 -- a bug on one case must not take the other cases down
+            return f"{source}: internal error, please report it: {type(exc).__name__}: {exc}"
         figures = report["latency_us"], 100 * report["pt"]["mac_utilization"]
         memo.store(k, figures)
     return figures
@@ -291,8 +311,9 @@ def _label(case: Case) -> str:
     return "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")" if case.split and case.shape else case.name
 
 
-def render_calibration(points: list[Point], folder: str, plot: str | None) -> str:
-    """The calibration section of docs/validation.md: per category, per shape, per case."""
+def render_calibration(points: list[Point], folder: str, plot: str | None, not_run: list[NotRun] | None = None) -> str:
+    """The calibration section of docs/validation.md: per category, per shape, per case, then the cases
+    that could not be run and why."""
     categories = fits(points)
     lines = ["", "## The calibration data", "",
              f"Every case of `{folder}` (the split sweep of Granite-3.3-8B matmuls and the single figures), "
@@ -302,11 +323,11 @@ def render_calibration(points: list[Point], folder: str, plot: str | None) -> st
              "| category | cases | mean abs. error | Spearman (mean, min) | best-split regret (mean, max) |",
              "|---|---|---|---|---|"]
     for c in categories:
-        rho = [s.spearman for s in c.shapes]
+        rho = [s.spearman for s in c.shapes if not np.isnan(s.spearman)]
         regret = [s.regret for s in c.shapes]
         lines.append(f"| {c.category} | {c.points} | {100 * c.mean_abs_error:.1f} % | "
-                     + (f"{np.nanmean(rho):.2f}, {np.nanmin(rho):.2f} | {100 * np.mean(regret):.1f} %, "
-                        f"{100 * max(regret):.1f} % |" if c.shapes else "— | — |"))
+                     + (f"{_rho(float(np.mean(rho)))}, {_rho(min(rho))}" if rho else "—") + " | "
+                     + (f"{100 * np.mean(regret):.1f} %, {100 * max(regret):.1f} % |" if c.shapes else "— |"))
     timed = [p for p in points if p.category != "PT utilization"]
     mae = mean_abs_error(timed)
     lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
@@ -314,14 +335,25 @@ def render_calibration(points: list[Point], folder: str, plot: str | None) -> st
               "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",
               "|---|---|---|---|---|---|"]
     for c in categories:
-        lines += [f"| {s.shape} | {s.points} | {s.spearman:.2f} | {s.best.label}: {s.best.measured:,.1f} µs | "
+        lines += [f"| {s.shape} | {s.points} | {_rho(s.spearman)} | {s.best.label}: {s.best.measured:,.1f} µs | "
                   f"{s.chosen.label}: {s.chosen.measured:,.1f} µs | {100 * s.regret:.1f} % |" for s in c.shapes]
     lines += ["", "| case | measured | simulated | error |", "|---|---|---|---|"]
     lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.measured:,.2f} | "
               f"{p.simulated:,.2f} | {signed_percent(p.error)} |" for p in points]
     if plot:
         lines += ["", f"![simulated against measured, one colour per category]({plot})"]
+    if not_run:
+        lines += ["", f"## Cases not run ({len(not_run)})", "",
+                  "Cases the simulator rejected; they are in no figure above (`spyre-emu validate` exits with "
+                  "status 2 after writing this file).", "", "| case | why |", "|---|---|"]
+        lines += [f"| {n.case.shape or n.case.name} {_label(n.case) if n.case.shape else ''} | "
+                  f"{n.reason.replace('|', '/')} |" for n in not_run]
     return "\n".join(lines) + "\n"
+
+
+def _rho(value: float) -> str:
+    """A rank correlation as the tables show it: a dash where it is undefined (one side tied throughout)."""
+    return "—" if np.isnan(value) else f"{value:.2f}"
 
 
 def plot_calibration(points: list[Point], path: Path) -> bytes:

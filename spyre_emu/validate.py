@@ -316,7 +316,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
     that could not be run and why."""
     categories = fits(points)
     lines = ["", "## The calibration data", "",
-             f"Every case of `{folder}` (the split sweep of Granite-3.3-8B matmuls and the single figures), "
+             f"Every case of `{folder}` (the split sweep of matmuls and the single figures), "
              "simulated by the same lowering and engine. Spearman and regret are over the work divisions of "
              "one shape; regret is the measured time of the division the simulator ranks first over the "
              "measured best.", "",

@@ -17,8 +17,11 @@ from tests.conftest import ROOT
 
 PROGRAM = ROOT / "docs" / "examples" / "load_exp_store.json"  # --functional writes exp_y.npy
 # The child runs the CLI; FAULT makes its first np.save write half the array, then send itself that signal.
+# Both children first take SIGINT as an interactive shell leaves it: a test run started as a background job
+# (nohup, `cmd &` without job control) inherits SIGINT ignored, and the CLI rightly keeps it ignored then.
 CHILD = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 import spyre_emu.files
 fault = os.environ.get("FAULT")
@@ -58,6 +61,7 @@ def test_sigint_during_a_write_is_one_line_and_leaves_nothing(tmp_path):
 
 STARTING = """
 import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 load = builtins.__import__
 def interrupting(name, *args, **kwargs):
     if name == "numba":  # the CLI is loading the engine

@@ -125,13 +125,16 @@ def _positive(row: dict[str, str | None], column: str, where: str) -> float:
 def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
     """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
     ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
-    dims = {"b": (b, b, "batch"), "m": (m, m, "row"), "n": (n, -(-n // 64), "64-element stick of N"),
-            "k": (k, -(-k // 64), "64-element stick of K")}
-    for d, cut in zip("bmnk", split, strict=True):
-        size, units, unit = dims[d]
+    names = ("batch", "row", "64-element stick of N", "64-element stick of K")
+    for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), _slice_units(b, m, n, k), split, names, strict=True):
         if cut > units:
             return f"split_{d} = {cut} is more than {d.upper()} = {size} allows: each slice needs at least one {unit}"
     return ""
+
+
+def _slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
+    """What a division cuts each dim into: batches, rows, and 64-element sticks of N and K."""
+    return b, m, -(-n // 64), -(-k // 64)
 
 
 def _single_case(name: str, case: dict[str, Any], file: str) -> Case | None:
@@ -191,7 +194,7 @@ def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> di
     does not divide is cut as SuperDSC's steady-state and epilogue slices are (the kernel's ``uneven``):
     a measured division ran on the card, so the simulator runs it too."""
     lead = [b] if b > 1 else []
-    uneven = any(units % cut for units, cut in zip((b, m, -(-n // 64), -(-k // 64)), split, strict=True))
+    uneven = any(units % cut for units, cut in zip(_slice_units(b, m, n, k), split, strict=True))
 
     def tensor(shape: list[int], role: str) -> dict[str, Any]:
         return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}

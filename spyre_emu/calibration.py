@@ -26,9 +26,11 @@ from .unit_program.load import FORMAT as UNIT_FORMAT
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
-SHAPE = re.compile(r"\[(\d+),\s*(\d+),\s*(\d+)\]\s*[x×]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")  # [B,M,K] x [[B,]K,N]
-RING_BYTES = {"ring_shift_128k": 131072, "ring_shift_256k": 262144, "ring_shift_512k": 524288}
-SCATTER_BYTES = {"ring_scatter_13mb": 13107200, "ring_scatter_6mb": 6553600}
+SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
+    r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
+MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
+CORES = re.compile(r"(\d+)\s*cores\b")
+TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill")  # validate_host.py runs them
 QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; validate_host.py runs them
     "swiglu_granite_prefill": {
@@ -72,9 +74,7 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     for name, case in entries.items():
         if name in WHOLE_CALLS:
             continue
-        made = _single_case(name, case, str(folder / SINGLE))
-        if made:
-            cases.append(made)
+        cases.append(_single_case(name, case, str(folder / SINGLE)))
     return cases, {**{name: entries[name] for name in WHOLE_CALLS if name in entries}, **QUOTED}
 
 
@@ -137,37 +137,84 @@ def _slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
     return b, m, -(-n // 64), -(-k // 64)
 
 
-def _single_case(name: str, case: dict[str, Any], file: str) -> Case | None:
-    """A case for a card-side single figure; the production compiler's (sendnn) own split is not
-    published, so its rows run the tuned (4, 8) division of the same shape."""
+def _single_case(name: str, case: dict[str, Any], file: str) -> Case:
+    """A case for a card-side single figure: a matmul whose ``what`` states its shape (or a ``qo_``/``mlp_up_``
+    entry, Granite-3.3-8B's prefill shape), or a ring move whose ``what`` states its bytes. Any other entry is
+    a case with a ``problem``: validate lists it as not run rather than dropping it unseen."""
     where = f"cases[{name}]"
-    if name.startswith(("qo_", "mlp_up_")):
-        b, m, n, k = _shape(name, case)
-        split = case.get("split") or {"b": 1, "m": 4, "n": 8, "k": 1}  # the PR's prefill policy
-        if not isinstance(split, dict) or not all(_count(split.get(x)) for x in "bmnk"):
-            raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}}, positive integers, got "
-                                f"{split!r}", file, where + ".split")
+    what = str(case.get("what", ""))
+    if SHAPE.search(what) or name.startswith(("qo_", "mlp_up_")):
+        return _matmul_case(name, case, file, where)
+    text = f"{name} {what}".lower()
+    if "ring" in text and ("shift" in text or "scatter" in text):
+        return _ring_case(name, case, file, where, "scatter" in text)
+    return Case(name, "", "", None, math.nan, {}, source=f"{file} {where}",
+                problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]) and it "
+                        "is no ring shift or scatter; whole calls are run by name (launch_phases_mean, "
+                        "sdpa_encoder_b1, block_granite_prefill)")
+
+
+def _matmul_case(name: str, case: dict[str, Any], file: str, where: str) -> Case:
+    """The entry's shape with its published split; with none (the production compiler's own, not published),
+    the tuned PR's (4, 8) division, or where the shape cannot take it, the division that loads the least."""
+    b, m, n, k = _shape(name, case)
+    split = case.get("split")
+    if split is None:
+        split = unpublished_split(b, m, n, k)
+    elif isinstance(split, dict) and all(_count(split.get(x)) for x in "bmnk"):
         split = tuple(split[x] for x in "bmnk")
-        util = case.get("pt_util_pct")
-        if util is not None and not _number(util):
-            raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
-        phase = "decode" if "decode" in name else "prefill"
-        return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", "", split,
-                    _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
-                    split_problem(b, m, n, k, split))
-    if name in RING_BYTES:
-        return Case(name, "ring", "", None, _measured(case, file, where), ring_shift_program(RING_BYTES[name]))
-    if name in SCATTER_BYTES:
-        return Case(name, "ring", "", None, _measured(case, file, where), ring_scatter_program(SCATTER_BYTES[name]))
-    return None
+    else:
+        raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}}, positive integers, got "
+                            f"{split!r}", file, where + ".split")
+    util = case.get("pt_util_pct")
+    if util is not None and not _number(util):
+        raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
+    phase = "decode" if "decode" in f"{name} {case.get('what', '')}".lower() else "prefill"
+    return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", "", split,
+                _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
+                split_problem(b, m, n, k, split))
+
+
+def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
+    """``TUNED_SPLIT`` where every dim takes it evenly; else the even (b, m, n) division of ``cores`` whose core
+    reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would pick;
+    a shape no even division fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
+    def even(split: tuple[int, ...]) -> bool:
+        return not any(units % cut for units, cut in zip(_slice_units(b, m, n, k), split, strict=True))
+    if even(TUNED_SPLIT) and b == 1:
+        return TUNED_SPLIT
+    splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
+              if cores % (sb * sm) == 0]
+    fits = [s for s in splits if even(s) and (b > 1 or s[0] == 1)]
+
+    def load(s: tuple[int, ...]) -> tuple[float, int, int]:
+        batches, rows, cols = b / s[0], m / s[1], n / s[2]
+        return batches * (rows * k + k * cols + rows * cols), -s[2], -s[1]
+    return min(fits, key=load) if fits else TUNED_SPLIT
+
+
+def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: bool) -> Case:
+    """An LX-to-LX ring move of the bytes ``what`` states (per core for a shift, in all for a scatter), on the
+    cores it states (32 where it states none)."""
+    what = str(case.get("what", ""))
+    moved, cores = MOVED.search(what), CORES.search(what)
+    count = int(cores.group(1)) if cores else 32
+    problem = "" if moved else "expected the bytes moved in `what` (as in '131072 B per core')"
+    if not 2 <= count <= 32:
+        problem = f"a ring move needs 2 to 32 cores; `what` states {count}"
+    nbytes = int(moved.group(1)) if moved else 0
+    program = {} if problem else (ring_scatter_program if scatter else ring_shift_program)(nbytes, count)
+    return Case(name, "ring", "", None, _measured(case, file, where), program, source=f"{file} {where}",
+                problem=problem)
 
 
 def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
-    """(B, M, N, K) from the entry's ``what`` ("matmul [1,512,4096] x [4096,4096]", or batched
-    "[B,M,K] x [B,K,N]"); where it states none, the Granite-3.3-8B prefill shape its name stands for."""
+    """(B, M, N, K) from the entry's ``what`` ("matmul [1,512,4096] x [4096,4096]", "[M,K] x [K,N]", or
+    batched "[B,M,K] x [B,K,N]"); where it states none, the Granite-3.3-8B prefill shape its name stands for."""
     found = SHAPE.search(str(case.get("what", "")))
     if found:
         b, m, k, b2, k2, n = (int(g) if g else None for g in found.groups())
+        b = b or 1
         if k == k2 and b2 in (None, b) and min(b, m, k, n) > 0:
             return b, m, n, k
     return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096

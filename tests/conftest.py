@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -104,3 +106,19 @@ def require_shared() -> Path:
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", default=False,
                      help="also run the long differential runs (engine vs simpy reference)")
+
+
+CALIBRATION_COLUMNS = ["role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "cores",
+                       "device_us"]
+
+
+def calibration_folder(folder: Path, rows, singles=()) -> Path:
+    """A calibration folder as validate --data reads it: sweep ``rows`` (role, phase, B, M, N, K, split), each
+    measured at 100 µs, and ``singles`` as the entries of measurements.json."""
+    with open(folder / "matmul_split_sweep.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(CALIBRATION_COLUMNS)
+        out.writerows([role, phase, b, m, n, k, *split, math.prod(split), 100.0]
+                      for role, phase, b, m, n, k, split in rows)
+    (folder / "measurements.json").write_text(json.dumps({"cases": list(singles)}))
+    return folder

@@ -3,8 +3,6 @@ models' linear layers, attention's batched matmuls, divisions over 32 down to 1 
 divide a dim evenly, and divisions no card can run. Each must lower and run inside the physical bounds, or
 fail as one line naming its file and row (docs/validation-generalization.md has the larger sample)."""
 
-import csv
-import json
 import math
 
 import pytest
@@ -18,10 +16,11 @@ from spyre_emu.cli import main
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import parse, run
 from spyre_emu.validate import render_calibration
+from tests.conftest import CALIBRATION_COLUMNS as COLUMNS
+from tests.conftest import calibration_folder
 
 DRAM_BYTES_PER_US = 204.8e3          # 16 LPDDR5 channels at 12.8 GB/s
 MACS_PER_US_PER_CORE = 1024 * 1.1e3  # 1024 fp16 MAC a cycle at 1.1 GHz
-COLUMNS = ["role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "cores", "device_us"]
 
 UNSEEN = [  # (role, phase, B, M, N, K, split): none of these shapes is in ../shared/calibration
     ("llama8b_kv", "decode", 1, 8, 1024, 4096, (1, 1, 16, 2)),      # K/V projection, 8 sequences, 32 cores
@@ -79,22 +78,12 @@ def test_split_problems_name_the_dim():
         assert split_problem(b, m, n, k, split).startswith(problem)
 
 
-def _folder(tmp_path, rows, singles=()):
-    with open(tmp_path / SWEEP, "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(COLUMNS)
-        out.writerows([role, phase, b, m, n, k, *split, math.prod(split), 100.0]
-                      for role, phase, b, m, n, k, split in rows)
-    (tmp_path / SINGLE).write_text(json.dumps({"cases": list(singles)}))
-    return tmp_path
-
-
 def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys, monkeypatch):
     """The impossible rows are listed with their reason, in the output and one line each on stderr, after the
     rows that can run ran; the exit status is then 2. (In this process: a worker runs the same function.)"""
     monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")
     rows = [UNSEEN[0], *(r for r, _ in IMPOSSIBLE), UNSEEN[9]]
-    data = _folder(tmp_path, rows)
+    data = calibration_folder(tmp_path, rows)
     out = tmp_path / "v.md"
     names = ("llama8b", "over", "cores64", "odd_m")
     assert main(["validate", "--data", str(data), "--out", str(out), "--quiet",
@@ -119,7 +108,7 @@ def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys, monke
     ("abc", "M", "expected a positive integer, got 'abc'"), ("0", "split_n", "expected a positive integer, got '0'"),
     ("", "K", "expected a positive integer, got ''"), ("nan", "device_us", "expected a positive number, got 'nan'")])
 def test_a_malformed_row_is_one_line_and_writes_nothing(tmp_path, capsys, cell, column, expected):
-    data = _folder(tmp_path, [UNSEEN[0], UNSEEN[1]])
+    data = calibration_folder(tmp_path, [UNSEEN[0], UNSEEN[1]])
     lines = (data / SWEEP).read_text().splitlines()
     cells = lines[2].split(",")
     cells[COLUMNS.index(column)] = cell
@@ -136,7 +125,7 @@ def test_single_figures_take_their_shape_from_what_they_measured(tmp_path):
     singles = [{"name": "qo_decode_pt_util", "what": "matmul [1,64,2048] x [2048,2048]", "device_us": 50.0,
                 "split": {"b": 1, "m": 1, "n": 32, "k": 1}},
                {"name": "mlp_up_sendnn_prefill", "what": "the production compiler's own split", "device_us": 959.0}]
-    cases = {c.name: c for c in load_cases(_folder(tmp_path, [UNSEEN[0]], singles))[0]}
+    cases = {c.name: c for c in load_cases(calibration_folder(tmp_path, [UNSEEN[0]], singles))[0]}
     assert cases["qo_decode_pt_util"].program == matmul_program(1, 64, 2048, 2048, (1, 1, 32, 1))
     assert cases["qo_decode_pt_util"].category == "matmul decode (single)"
     assert cases["mlp_up_sendnn_prefill"].program == matmul_program(1, 512, 12800, 4096, (1, 4, 8, 1))
@@ -147,7 +136,7 @@ def test_single_figures_take_their_shape_from_what_they_measured(tmp_path):
     ({"device_us": 9.0, "split": {"m": 4}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., 'k': ...}"),
     ({"device_us": 9.0, "pt_util_pct": True}, "pt_util_pct", "expected a positive number or null, got True")])
 def test_a_malformed_single_figure_is_one_line(tmp_path, capsys, entry, path, expected):
-    data = _folder(tmp_path, [UNSEEN[0]], [{"name": "qo_x", **entry}])
+    data = calibration_folder(tmp_path, [UNSEEN[0]], [{"name": "qo_x", **entry}])
     assert main(["validate", "--data", str(data), "--out", str(tmp_path / "v.md"), "--only", "x"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
@@ -193,7 +182,7 @@ def test_a_bug_on_one_case_is_reported_and_the_others_run(monkeypatch, spyre, tm
             raise IndexError("a bug")
         return real(program, machine, **kwargs)
     monkeypatch.setattr(validate_module, "run", buggy_first)
-    cases = load_cases(_folder(tmp_path, [UNSEEN[0], UNSEEN[1]]))[0]
+    cases = load_cases(calibration_folder(tmp_path, [UNSEEN[0], UNSEEN[1]]))[0]
     points, not_run = validate_module.run_cases(spyre, cases)
     assert [p.label for p in points] == ["(b, m, n, k) = (1, 1, 32, 1)"]
     assert [n.reason for n in not_run] == [f"{tmp_path / SWEEP} row 2: internal error, please report it: "

@@ -62,9 +62,13 @@ class Case:
 
 def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     """Every single-program case of ``folder``, and the whole calls' entries of measurements.json (and ``QUOTED``)
-    by name."""
-    cases = [_sweep_case(row, f"{folder / SWEEP} row {i}") for i, row in enumerate(_sweep_rows(folder / SWEEP), 2)]
-    singles = _read(folder / SINGLE)
+    by name. The folder holds either file or both: a sweep with no single figures, or the reverse, is data too."""
+    present = [path for path in (folder / SWEEP, folder / SINGLE) if path.is_file()]
+    if not present:
+        raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(folder))
+    rows = _sweep_rows(folder / SWEEP) if folder / SWEEP in present else []
+    cases = [_sweep_case(row, f"{folder / SWEEP} row {i}") for i, row in enumerate(rows, 2)]
+    singles = _read(folder / SINGLE) if folder / SINGLE in present else {"cases": []}
     try:
         entries = {c["name"]: c for c in singles["cases"]}
     except (KeyError, TypeError) as exc:

@@ -116,8 +116,8 @@ def _validate_parser(sub: argparse._SubParsersAction) -> None:
                      help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}, "
                      "a whole call of measurements.json, or the start of a calibration case's name")
     val.add_argument("--programs", default=str(PROGRAMS), metavar="DIR", help="the calibration programs")
-    val.add_argument("--data", metavar="DIR", help="silicon measurements: matmul_split_sweep.csv, measurements.json "
-                     "(default: ../shared/calibration beside the project, when it is there)")
+    val.add_argument("--data", metavar="DIR", help="silicon measurements: matmul_split_sweep.csv, measurements.json or "
+                     "both (default: ../shared/calibration beside the project, when it is there)")
     val.add_argument("--plot", metavar="FILE.png", help="simulated vs measured plot (default: beside --out)")
     val.add_argument("--quiet", action="store_true", help="do not print the table")
 

@@ -4,6 +4,7 @@ the bytes it states, and an entry validate has no program for is listed as not r
 
 from spyre_emu.calibration import (
     SINGLE,
+    SWEEP,
     load_cases,
     matmul_program,
     ring_scatter_program,
@@ -66,3 +67,19 @@ def test_an_entry_without_a_program_is_listed_not_run(tmp_path, capsys, monkeypa
     assert errors == [f"spyre-emu: error: {data / SINGLE} cases[softmax_x]: no program for this figure: its "
                       "`what` states no matmul shape ([M,K] x [K,N]) and it is no ring shift or scatter; whole "
                       "calls are run by name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill)"]
+
+
+def test_a_folder_may_hold_either_file(tmp_path, capsys):
+    """Only the sweep, or only the single figures, is data too; a folder with neither is one line, exit 2."""
+    data = calibration_folder(tmp_path, [ROW], [{"name": "ring_shift_1m", "what": "1048576 B per core",
+                                                 "device_us": 200.0}])
+    (data / SINGLE).unlink()
+    assert [c.name for c in load_cases(data)[0]] == ["llama8b_kv_decode_1x1x16x2"]
+    calibration_folder(data, [ROW], [{"name": "ring_shift_1m", "what": "1048576 B per core", "device_us": 200.0}])
+    (data / SWEEP).unlink()
+    assert [c.name for c in load_cases(data)[0]] == ["ring_shift_1m"]
+    (data / SINGLE).unlink()
+    assert main(["validate", "--data", str(data), "--out", str(tmp_path / "v.md"), "--only", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"spyre-emu: error: {data}: expected a folder holding {SWEEP}, {SINGLE} or both"]
+    assert not (tmp_path / "v.md").exists()

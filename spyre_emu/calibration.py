@@ -31,7 +31,8 @@ SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 CORES = re.compile(r"(\d+)\s*cores\b")
 TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
-WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill")  # validate_host.py runs them
+WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # validate_host.py runs them
+               "swiglu_granite_prefill")
 QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; validate_host.py runs them
     "swiglu_granite_prefill": {
         "name": "swiglu_granite_prefill",
@@ -79,7 +80,14 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
         if name in WHOLE_CALLS:
             continue
         cases.append(_single_case(name, case, str(folder / SINGLE)))
-    return cases, {**{name: entries[name] for name in WHOLE_CALLS if name in entries}, **QUOTED}
+    return cases, {**QUOTED, **{name: _as_range(entries[name]) for name in WHOLE_CALLS if name in entries}}
+
+
+def _as_range(entry: dict[str, Any]) -> dict[str, Any]:
+    """A whole call's entry with a single PT utilization read as a range of one value (``QUOTED``'s form); the
+    file's own figure replaces the quoted one."""
+    util = entry.get("pt_util_pct")
+    return {**entry, "pt_util_pct": {"low": util, "high": util}} if _number(util) else entry
 
 
 def _read(path: Path) -> Any:
@@ -154,8 +162,7 @@ def _single_case(name: str, case: dict[str, Any], file: str) -> Case:
         return _ring_case(name, case, file, where, "scatter" in text)
     return Case(name, "", "", None, math.nan, {}, source=f"{file} {where}",
                 problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]) and it "
-                        "is no ring shift or scatter; whole calls are run by name (launch_phases_mean, "
-                        "sdpa_encoder_b1, block_granite_prefill)")
+                        f"is no ring shift or scatter; whole calls are run by name ({', '.join(WHOLE_CALLS)})")
 
 
 def _matmul_case(name: str, case: dict[str, Any], file: str, where: str) -> Case:

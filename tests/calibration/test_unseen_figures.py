@@ -3,6 +3,7 @@ from another folder: a matmul is known by the shape its ``what`` states whatever
 the bytes it states, and an entry validate has no program for is listed as not run, never dropped unseen."""
 
 from spyre_emu.calibration import (
+    QUOTED,
     SINGLE,
     SWEEP,
     load_cases,
@@ -66,7 +67,17 @@ def test_an_entry_without_a_program_is_listed_not_run(tmp_path, capsys, monkeypa
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("spyre-emu: error:")]
     assert errors == [f"spyre-emu: error: {data / SINGLE} cases[softmax_x]: no program for this figure: its "
                       "`what` states no matmul shape ([M,K] x [K,N]) and it is no ring shift or scatter; whole "
-                      "calls are run by name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill)"]
+                      "calls are run by name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill, "
+                      "swiglu_granite_prefill)"]
+
+
+def test_a_whole_call_in_the_file_replaces_the_quoted_one(tmp_path):
+    """The SwiGLU figure quoted from the issue is a range; the file's own entry, a range or one value, wins."""
+    assert load_cases(calibration_folder(tmp_path, [ROW]))[1]["swiglu_granite_prefill"] == QUOTED[
+        "swiglu_granite_prefill"]
+    entry = {"name": "swiglu_granite_prefill", "what": "a SwiGLU MLP", "pt_util_pct": 71.5}
+    calls = load_cases(calibration_folder(tmp_path, [ROW], [entry]))[1]
+    assert calls["swiglu_granite_prefill"]["pt_util_pct"] == {"low": 71.5, "high": 71.5}
 
 
 def test_a_folder_may_hold_either_file(tmp_path, capsys):

@@ -30,7 +30,7 @@ from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
-from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, run_cases, validate
+from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, render_overall, run_cases, validate
 from .validate import render as render_validation
 from .validate_host import host_cases, render_host
 
@@ -279,6 +279,8 @@ def _validate(args: argparse.Namespace) -> int:
         text += render_calibration(points, _shown(data), plot and os.path.relpath(plot, Path(args.out).parent),
                                    not_run)
         outputs += [(plot, plot_calibration(points, plot))] if plot else []
+    text += render_overall([("measurements above", rows), ("with the host (counted)", [w for w in whole if w.counted]),
+                            ("calibration data (times and PT utilization)", points)])
     write_all([(Path(args.out), text.encode()), *outputs])
     if not args.quiet:
         sys.stdout.write(text)

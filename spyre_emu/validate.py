@@ -12,7 +12,7 @@ every workload.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from . import memo
-from .accuracy import Point, fits, mean_abs_error
+from .accuracy import Compared, Point, fits, mean_abs_error
 from .calibration import Case
 from .config import Machine
 from .errors import SpyreEmuError
@@ -73,6 +73,7 @@ class Measurement:
     programs: tuple[str, ...]
     value: Value
     why: str = ""
+    category: str = ""  # the rows' summary groups them by it ("" for the implied figures)
 
 
 DECODE_WHY = ("the DRAM model streams these long sequential reads at or above the ~150 GB/s measured for pure "
@@ -117,7 +118,8 @@ def _sfu_rows() -> tuple[Measurement, ...]:
               (13, 2): 803}
     rows = [Measurement(f"stages_{n}_{c}", f"softmax 2048×512 in 8 LX tiles, chain of {n} ({n - 5} sigmoid stages "
                         f"added), {c} core{'s' * (c > 1)}", us, "µs", SWEEP + " (report §19)",
-                        (f"softmax_stages_{n}_{c}core",), _tiled, STAGES_WHY) for (n, c), us in stages.items()]
+                        (f"softmax_stages_{n}_{c}core",), _tiled, STAGES_WHY, "softmax stages")
+            for (n, c), us in stages.items()]
     plain = [("rowmax_2048x8192_1core", "max along the row of 2048×8192, 1 core", 1988.1, ""),
              ("rowmax_2048x8192_2core", "max along the row of 2048×8192, 2 cores", 1043.5, ""),
              ("rowmax_2048x8192_4core", "max along the row of 2048×8192, 4 cores", 550.3, ""),
@@ -131,17 +133,18 @@ def _sfu_rows() -> tuple[Measurement, ...]:
              ("neg_2048x4096_32cores", "neg of 2048×4096, 32 cores", 320.9, ""),
              ("gelu_2048x4096_32cores", "gelu of 2048×4096, 32 cores", 321.1, ""),
              ("exp_2048x4096_32cores", "exp of 2048×4096, 32 cores", 319.7, "")]
-    return tuple(rows) + tuple(Measurement(stem, work, us, "µs", SWEEP, (stem,), _us, why)
+    return tuple(rows) + tuple(Measurement(stem, work, us, "µs", SWEEP, (stem,), _us, why,
+                                           "row reduction" if stem.startswith("row") else "pointwise")
                                for stem, work, us, why in plain)
 
 
 MEASUREMENTS = (
     Measurement("decode_1", "decode matmul [1,1,4096]×[4096,25600], 25 cores", 1.762, "ms", "torch-spyre issue 4032",
-                ("decode_1x4096x25600_25cores",), _ms, DECODE_WHY),
+                ("decode_1x4096x25600_25cores",), _ms, DECODE_WHY, "decode matmul"),
     Measurement("decode_4", "decode matmul [4,1,4096]×[4096,25600], 32 cores", 1.389, "ms", "torch-spyre issue 4032",
-                ("decode_4x4096x25600_32cores",), _ms, DRAM_WHY),
+                ("decode_4x4096x25600_32cores",), _ms, DRAM_WHY, "decode matmul"),
     Measurement("decode_16", "decode matmul [16,1,4096]×[4096,25600], 32 cores", 1.365, "ms",
-                "torch-spyre issue 4032", ("decode_16x4096x25600_32cores",), _ms, DRAM_WHY),
+                "torch-spyre issue 4032", ("decode_16x4096x25600_32cores",), _ms, DRAM_WHY, "decode matmul"),
     Measurement("softmax_dram", "softmax over dim 0 of (512,1024), 1 core, every intermediate through DRAM", 32.51,
                 "µs", "torch-spyre scratchpad planning doc", ("softmax_dim0_512x1024_dram_1core",), _us,
                 "the doc's program is this one (one core; max, sub, exp, sum, div, every intermediate in DRAM: "
@@ -149,7 +152,7 @@ MEASUREMENTS = (
                 "peak. Its five SFU passes over 8,192 sticks alone take 298 µs at the ~8 cycles a stick per core "
                 "that torch-spyre's softmax_stages sweep and one-core row reductions show for every op (rows "
                 "below, docs/decisions/sfu.md). The figure is not this program on one core, and the doc does not "
-                "say how it was timed; no mechanism reaches it"),
+                "say how it was timed; no mechanism reaches it", "softmax, scratchpad doc"),
     Measurement("softmax_lx", "softmax over dim 0 of (512,1024), 1 core, reductions in LX, in-place sub/exp, "
                 "input cloned to LX", 23.67, "µs", "torch-spyre scratchpad planning doc",
                 ("softmax_dim0_512x1024_lx_1core",), _us,
@@ -157,17 +160,18 @@ MEASUREMENTS = (
                 "cycles (298 µs) at the ~8 cycles a stick per core that torch-spyre's softmax_stages sweep and "
                 "one-core row reductions show for every op, transcendental or not (rows below, "
                 "docs/decisions/sfu.md); 23.67 µs leaves 3.2 cycles a stick for all five passes together. The doc "
-                "does not say how it was timed; the model follows the sweep"),
+                "does not say how it was timed; the model follows the sweep", "softmax, scratchpad doc"),
     Measurement("prefill_4096", "matmul [1,512,4096]×[4096,4096]: (32,1,1) time / (8,4,1) time", 2.59, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x4096_split32x1", "prefill_512x4096x4096_split8x4"),
-                _ratio, PREFILL_WHY),
+                _ratio, PREFILL_WHY, "matmul division ratio"),
     Measurement("prefill_12800", "matmul [1,512,4096]×[4096,12800]: (32,1,1) time / (8,4,1) time", 2.07, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x12800_split32x1", "prefill_512x4096x12800_split8x4"),
-                _ratio, PREFILL_WHY + "; here the C tile of (32,1,1) also forces column blocks, each reading A again"),
+                _ratio, PREFILL_WHY + "; here the C tile of (32,1,1) also forces column blocks, each reading A again",
+                "matmul division ratio"),
     Measurement("sustained", "sustained plain 2D matmul [512,2048]×[2048,512], 1 core", 1140, "MAC/ns/core",
                 "torch-spyre fitted cost model", ("matmul_512x2048x512_1core",), _macs_per_ns,
                 "the model's peak is 1024 MAC/cycle × 1.1 GHz = 1126 MAC/ns per core, and each pass adds 16 cycles "
-                "of fill and drain (assumed) to its k"),
+                "of fill and drain (assumed) to its k", "matmul rate"),
 ) + _sfu_rows()
 
 IMPLIED = (
@@ -251,6 +255,12 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
                      f"{signed_percent(r.error)} | {m.source} | {why} |")
     lines += ["", f"**Mean absolute error: {100 * mean_abs_error(rows):.1f} %** over {len(rows)} measurements "
               f"(target ≤ {100 * MISS:.0f} %)."]
+    categories = list(dict.fromkeys(r.measurement.category for r in rows))
+    if len(categories) > 1:
+        lines += ["", "| category | measurements | mean abs. error |", "|---|---|---|"]
+        for c in categories:
+            mine = [r for r in rows if r.measurement.category == c]
+            lines.append(f"| {c} | {len(mine)} | {100 * mean_abs_error(mine):.1f} % |")
     if implied:
         lines += ["", "## What the measurements imply", "",
                   "Figures derived from the rows above (not counted again in the mean).", "",
@@ -348,6 +358,17 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
                   "status 2 after writing this file).", "", "| case | why |", "|---|---|"]
         lines += [f"| {n.case.shape or n.case.name} {_label(n.case) if n.case.shape else ''} | "
                   f"{n.reason.replace('|', '/')} |" for n in not_run]
+    return "\n".join(lines) + "\n"
+
+
+def render_overall(sections: list[tuple[str, Sequence[Compared]]]) -> str:
+    """The closing summary: every counted figure of the page, per section and in all (the bar is on all of them)."""
+    shown = [(name, figures) for name, figures in sections if figures]
+    everything = [f for _, figures in shown for f in figures]
+    lines = ["", "## Every figure", "", "| section | figures | mean abs. error |", "|---|---|---|"]
+    lines += [f"| {name} | {len(figures)} | {100 * mean_abs_error(figures):.1f} % |" for name, figures in shown]
+    lines += ["", f"**Mean absolute error over all {len(everything)} counted figures: "
+              f"{100 * mean_abs_error(everything):.1f} %** (target ≤ {100 * MISS:.0f} %)."]
     return "\n".join(lines) + "\n"
 
 

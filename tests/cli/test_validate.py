@@ -11,7 +11,7 @@ from spyre_emu.accuracy import Point, shape_fit, spearman
 from spyre_emu.calibration import matmul_program
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
-from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render
+from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render, render_overall
 from tests.conftest import SHARED
 
 
@@ -36,8 +36,9 @@ def test_bad_validate_is_one_line_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-def _row(measured: float, simulated: float, why: str) -> Row:
-    return Row(Measurement("x", f"w{measured}", measured, "µs", "src", ("p",), lambda r: 0.0, why), simulated)
+def _row(measured: float, simulated: float, why: str, category: str = "") -> Row:
+    return Row(Measurement("x", f"w{measured}", measured, "µs", "src", ("p",), lambda r: 0.0, why, category),
+               simulated)
 
 
 def test_errors_mean_and_misses():
@@ -50,7 +51,21 @@ def test_errors_mean_and_misses():
     assert "| w20.0 | 20.00 µs | 14.00 µs | −30.0 % | src | a missing mechanism |" in text
     assert "**Mean absolute error: 20.0 %** over 2 measurements" in text
     assert "never shown" not in text
+    assert "| category |" not in text  # one category: no summary
     assert MISS == 0.15
+
+
+def test_the_rows_are_summed_up_per_category_and_the_page_in_all():
+    """Rows of two categories (+10 %, −30 %; +50 %), then every section: 3 rows at 30 % mean, 1 calibration point
+    at +20 % (a PT utilization counts too): 4 figures at 27.5 %."""
+    rows = [_row(10.0, 11.0, "", "pointwise"), _row(20.0, 14.0, "", "pointwise"), _row(2.0, 3.0, "", "softmax")]
+    text = render(rows, [], "config `c`")
+    assert "| pointwise | 2 | 20.0 % |\n| softmax | 1 | 50.0 % |" in text
+    points = [Point("PT utilization", "", "qo", 50.0, 60.0)]
+    overall = render_overall([("measurements above", rows), ("with the host (counted)", []), ("calibration", points)])
+    assert "| measurements above | 3 | 30.0 % |\n| calibration | 1 | 20.0 % |\n" in overall
+    assert "with the host" not in overall  # a section with no figure is left out
+    assert "**Mean absolute error over all 4 counted figures: 27.5 %** (target ≤ 15 %)." in overall
 
 
 def test_calibration_cases_are_run_and_ranked(tmp_path):

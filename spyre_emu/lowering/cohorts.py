@@ -79,3 +79,16 @@ def _share(pieces: list[Piece], key, limit: int) -> dict[int, tuple[int, ...]]:
         for i in range(0, len(cores), limit):
             cohort.update(dict.fromkeys(cores[i:i + limit], tuple(cores[i:i + limit])))
     return cohort
+
+
+def addressed(piece: Piece, shape: tuple[int, int], split_k: int) -> tuple[list[tuple[int, int]] | None, ...]:
+    """The host boxes of A, B and C (``shape``: N, K) whose every stick the core of ``piece`` loads or stores,
+    or None where that depends on the lowering: an operand a cohort shares is loaded in shares, and with K split
+    each core of a K group stores a piece of the tile (spans.check_boxes)."""
+    (n, k), x = shape, piece.batches
+    lead = [(x[0], x[-1] + 1)] if x[0] is not None else []
+    rows, ks = (piece.m[0], sum(piece.m)), (piece.k[0] * 64, min(sum(piece.k) * 64, k))
+    cols = (piece.g[0] * 64, min(sum(piece.g) * 64, n))
+    return ([*lead, rows, ks] if piece.a_cohort == (piece.core,) else None,
+            [*lead, ks, cols] if piece.b_cohort == (piece.core,) else None,
+            [*lead, rows, cols] if split_k == 1 else None)

@@ -31,8 +31,9 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
-from .cohorts import Piece, cohorts, loaders, share
+from .cohorts import Piece, addressed, cohorts, loaders, share
 from .placement import Runs, check_division, division, rows_as_runs, slice_index, stick_of
+from .spans import check_boxes
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
 from .target import Target
@@ -374,6 +375,8 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
+    check_boxes([(p.core, list(zip(names, (a, b, c), addressed(p, (n, k), split), strict=True))) for p in shared],
+                src, where + ".work_division")
     memo: dict = {}
     return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c), memo=memo)
             for p in shared}

@@ -79,10 +79,13 @@ class Operands:
         """C of the block, batch after batch, column group after column group (each as a PT pass writes
         it): one stick lookup for all the groups (shared: never modify them; every core of a K group
         stores the same tile)."""
-        key = (2, groups, m0, rows, self.batches)
+        key, nb, cols = (2, groups, m0, rows, self.batches), len(self.batches), np.array(groups) * 64
         if key not in self.memo:
-            self.memo[key] = [run for j in range(len(self.batches)) for runs in self._runs(
-                2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1]) for run in runs]
+            lead = [np.repeat(np.array(self.batches), cols.size * rows)] if self.batches[0] is not None else []
+            host = np.array([*lead, np.tile(np.arange(m0, m0 + rows), nb * cols.size),
+                             np.tile(np.repeat(cols, rows), nb)], np.int64)
+            self.memo[key] = [run for runs in rows_as_runs(stick_of(self.layouts[2], host).reshape(-1, rows))
+                              for run in runs]
         return self.memo[key]
 
 

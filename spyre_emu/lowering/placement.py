@@ -9,6 +9,7 @@ SuperDSC does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -108,17 +109,17 @@ def as_runs(ids: np.ndarray) -> Runs:
 
 def cut_runs(runs: Runs, lo: int, hi: int) -> Runs:
     """Sticks ``lo`` .. ``hi`` of ``runs`` (counted in their order) as runs: ``as_runs`` of those stick ids,
-    without making the ids (a split-K reduction cuts every tile so)."""
-    out: Runs = []
-    pos = 0
-    for first, n in runs:
-        a, b = max(lo - pos, 0), min(hi - pos, n)
-        if a < b and out and sum(out[-1]) == first + a:
-            out[-1] = (out[-1][0], out[-1][1] + b - a)
-        elif a < b:
-            out.append((first + a, b - a))
-        pos += n
-    return out
+    without making the ids (a split-K reduction cuts every tile so), with numpy over the runs."""
+    flat = np.fromiter(chain.from_iterable(runs), np.int64, 2 * len(runs))
+    first, count = flat[0::2], flat[1::2]
+    pos = np.cumsum(count) - count
+    a, b = np.maximum(lo - pos, 0), np.minimum(hi - pos, count)  # the part of each run inside lo .. hi
+    keep = a < b
+    start, size = first[keep] + a[keep], (b - a)[keep]
+    if not start.size:
+        return []
+    heads = np.flatnonzero(np.concatenate([[True], start[1:] != start[:-1] + size[:-1]]))  # touching pieces merge
+    return list(zip(start[heads].tolist(), np.add.reduceat(size, heads).tolist(), strict=True))
 
 
 def rows_as_runs(ids: np.ndarray) -> list[Runs]:

@@ -32,7 +32,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
-from .placement import Runs, check_division, division, rows_as_runs, slice_index, stick_of
+from .placement import Runs, check_division, division, rows_as_one_runs, rows_as_runs, run_sticks, slice_index, stick_of
 from .spans import check_boxes
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
@@ -84,8 +84,7 @@ class Operands:
             lead = [np.repeat(np.array(self.batches), cols.size * rows)] if self.batches[0] is not None else []
             host = np.array([*lead, np.tile(np.arange(m0, m0 + rows), nb * cols.size),
                              np.tile(np.repeat(cols, rows), nb)], np.int64)
-            self.memo[key] = [run for runs in rows_as_runs(stick_of(self.layouts[2], host).reshape(-1, rows))
-                              for run in runs]
+            self.memo[key] = rows_as_one_runs(stick_of(self.layouts[2], host).reshape(-1, rows))
         return self.memo[key]
 
 
@@ -190,7 +189,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
             freed = stores[-1:]
         else:
             freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
-        before = sum(count for _, count in runs)
+        before = run_sticks(runs)
 
 
 def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> tuple[tuple[int, ...], ...]:
@@ -305,7 +304,7 @@ def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tu
         if at != end:
             groups.append((at, []))
         groups[-1][1].extend(runs)
-        end = at + sum(n for _, n in runs) * STICK_BYTES
+        end = at + run_sticks(runs) * STICK_BYTES
     items = [item for lx, runs in groups for item in core.dma("load", tensor, runs, lx)]
     if feed != (core.core,):
         for item in items:

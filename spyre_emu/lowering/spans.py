@@ -59,7 +59,6 @@ def box_span(layout: TensorLayout, box: Box) -> Span:
     return lo * STICK_BYTES, (hi + 1) * STICK_BYTES
 
 
-
 def check_boxes(cores: list[tuple[int, list[tuple[str, TensorLayout, Box | None]]]], source: str, path: str) -> None:
     """check_span before lowering, with the message the lowered check would give: per core in core order, its
     DRAM tensors in the order its DMAs first address them, each with the host box those DMAs cover exactly, or

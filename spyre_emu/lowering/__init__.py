@@ -18,7 +18,6 @@ from ..kernel_program import KernelProgram, device_bytes
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
-from ..unit_program.model import dram_span
 from .cast import plan_cast
 from .gather import plan_embedding
 from .lx import plan_lx
@@ -29,12 +28,12 @@ from .reduction import constants, plan_reduction
 from .restickify import plan_restickify
 from .rowwise import constants as row_constants
 from .rowwise import plan_rowwise
+from .spans import MAX_SPAN_BYTES, check_span, lowered_spans
 from .streams import CoreStreams, Item
 from .target import Planner, Target
 
 LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtime (high)
 LX_RESERVED_SHARE = 0.2
-MAX_SPAN_BYTES = 256 << 20  # a core may address at most 256 MB of one tensor (torch-spyre, high)
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
                                 "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
                                 "gather": plan_embedding, "patches": plan_patches}
@@ -55,7 +54,6 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
         added = {c: {u: items[before.get(c, {}).get(u, 0):] for u, items in cores[c].units.items()} for c in used}
         added = {c: {u: items for u, items in units.items() if items} for c, units in added.items()}
         _barrier(kernel.name, added, last, stored)
-        _check_spans(added, kernel, program.source)
         first = used if first is None else first
     buffers = {name: _buffer(t) for name, t in program.tensors.items() if t.space == "dram"}
     buffers |= constants(program) | row_constants(program) | pad_constants(program)
@@ -111,10 +109,17 @@ def _lower_kernel(target: Target, kernel: Kernel, cores: dict[int, CoreStreams])
     if spec.family not in LX_FAMILIES and any(t.space != "dram" for t in tensors):
         raise ProgramError(f"{spec.family} kernels read and write DRAM tensors only so far", src, kernel.path)
     shares = FAMILIES[spec.family](target, kernel, tensors)
+    order = iter(sorted(shares))  # spans are checked in core order, each core once every core before it is lowered
+    due, added = next(order, None), {}
     for core, emit in shares.items():
         streams = cores.setdefault(core, CoreStreams(core))
+        before = {u: len(items) for u, items in streams.units.items()}
         streams.start_kernel(f"{kernel.name}.c{core}.")
         emit(streams)
+        added[core] = {u: items[before.get(u, 0):] for u, items in streams.units.items()}
+        while due in added:
+            _check_spans(due, added.pop(due), kernel, src)
+            due = next(order, None)
     return sorted(shares)
 
 
@@ -143,21 +148,11 @@ def _link(producer: Item, consumer: Item, token: str) -> None:
     consumer.setdefault("wait", []).append(token)
 
 
-def _check_spans(added: dict[int, dict[str, list[Item]]], kernel: Kernel, source: str) -> None:
-    """No core may span more than 256 MB of one tensor within a kernel."""
-    for c, units in added.items():
-        spans: dict[str, list[int]] = {}
-        for unit in ("load", "store"):
-            for item in units.get(unit, []):
-                name, _, offset = item["dram"].partition("+")
-                lo_hi = spans.setdefault(name, [int(offset), 0])
-                lo_hi[0] = min(lo_hi[0], int(offset))
-                lo_hi[1] = max(lo_hi[1], int(offset) + dram_span(item))
-        for name, (lo, hi) in spans.items():
-            if hi - lo > MAX_SPAN_BYTES:
-                raise ProgramError(f"core {c} would span {hi - lo} B of tensor {name!r}; at most "
-                                   f"{MAX_SPAN_BYTES} B per core: split the work over more cores", source,
-                                   kernel.path + ".work_division")
+def _check_spans(core: int, units: dict[str, list[Item]], kernel: Kernel, source: str) -> None:
+    """No core may span more than 256 MB of one tensor within a kernel (spans.py): checked core by core during
+    the kernel's lowering, so a refused division stops at the first core over the limit in core order."""
+    for name, span in lowered_spans(units).items():
+        check_span(core, name, span, source, kernel.path + ".work_division")
 
 
 def _host_transfers(program: KernelProgram, cores: dict[int, CoreStreams], first: list[int],

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from itertools import accumulate
 
 from ..config import STICK_BYTES
 
@@ -51,14 +50,24 @@ def cohorts(pieces: list[Piece], limit: int) -> list[Piece]:
 
 
 def share(tile: list[tuple[list[tuple[int, int]], int]], parts: int) -> list[list[tuple[list[tuple[int, int]], int]]]:
-    """A tile (runs of device sticks, each list to its LX address) cut into ``parts`` parts of whole
-    runs, in order, their run counts differing by at most one: none is empty while the tile has at
-    least ``parts`` runs (``loaders``)."""
-    runs = [([(first, count)], at + (end - count) * STICK_BYTES) for group, at in tile
-            for (first, count), end in zip(group, accumulate(n for _, n in group), strict=True)]
-    size, extra = divmod(len(runs), parts)
+    """A tile (runs of device sticks, each list to its LX address) cut into ``parts`` tiles of whole runs, in
+    order, their run counts differing by at most one: none is empty while the tile has at least ``parts`` runs
+    (``loaders``). A list's runs that fall in one part stay one list, at the LX address of its first run."""
+    size, extra = divmod(sum(len(group) for group, _ in tile), parts)
     bounds = [p * size + min(p, extra) for p in range(parts + 1)]
-    return [runs[bounds[p]:bounds[p + 1]] for p in range(parts)]
+    out: list[list[tuple[list[tuple[int, int]], int]]] = [[] for _ in range(parts)]
+    p, pos = 0, 0  # the part, and the index in the whole tile of the current list's first run
+    for group, at in tile:
+        lo = pos
+        while lo < pos + len(group):
+            while bounds[p + 1] <= lo:
+                p += 1
+            hi = min(pos + len(group), bounds[p + 1])
+            before = sum(n for _, n in group[:lo - pos]) if lo > pos else 0
+            out[p].append((group[lo - pos:hi - pos], at + before * STICK_BYTES))
+            lo = hi
+        pos += len(group)
+    return out
 
 
 def loaders(cohort: tuple[int, ...], fewest_runs: int) -> tuple[int, ...]:
@@ -79,3 +88,16 @@ def _share(pieces: list[Piece], key, limit: int) -> dict[int, tuple[int, ...]]:
         for i in range(0, len(cores), limit):
             cohort.update(dict.fromkeys(cores[i:i + limit], tuple(cores[i:i + limit])))
     return cohort
+
+
+def addressed(piece: Piece, shape: tuple[int, int], split_k: int) -> tuple[list[tuple[int, int]] | None, ...]:
+    """The host boxes of A, B and C (``shape``: N, K) whose every stick the core of ``piece`` loads or stores,
+    or None where that depends on the lowering: an operand a cohort shares is loaded in shares, and with K split
+    each core of a K group stores a piece of the tile (spans.check_boxes)."""
+    (n, k), x = shape, piece.batches
+    lead = [(x[0], x[-1] + 1)] if x[0] is not None else []
+    rows, ks = (piece.m[0], sum(piece.m)), (piece.k[0] * 64, min(sum(piece.k) * 64, k))
+    cols = (piece.g[0] * 64, min(sum(piece.g) * 64, n))
+    return ([*lead, rows, ks] if piece.a_cohort == (piece.core,) else None,
+            [*lead, ks, cols] if piece.b_cohort == (piece.core,) else None,
+            [*lead, rows, cols] if split_k == 1 else None)

@@ -31,8 +31,9 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
-from .cohorts import Piece, cohorts, loaders, share
-from .placement import Runs, check_division, division, rows_as_runs, slice_index, stick_of
+from .cohorts import Piece, addressed, cohorts, loaders, share
+from .placement import Runs, check_division, division, rows_as_one_runs, rows_as_runs, run_sticks, slice_index, stick_of
+from .spans import check_boxes
 from .split_k import SplitK, reduce_tile, tile_sticks
 from .streams import CoreStreams, Emit, Item
 from .target import Target
@@ -78,10 +79,12 @@ class Operands:
         """C of the block, batch after batch, column group after column group (each as a PT pass writes
         it): one stick lookup for all the groups (shared: never modify them; every core of a K group
         stores the same tile)."""
-        key = (2, groups, m0, rows, self.batches)
+        key, nb, cols = (2, groups, m0, rows, self.batches), len(self.batches), np.array(groups) * 64
         if key not in self.memo:
-            self.memo[key] = [run for j in range(len(self.batches)) for runs in self._runs(
-                2, np.arange(m0, m0 + rows), np.array(groups) * 64, self.batches[j:j + 1]) for run in runs]
+            lead = [np.repeat(np.array(self.batches), cols.size * rows)] if self.batches[0] is not None else []
+            host = np.array([*lead, np.tile(np.arange(m0, m0 + rows), nb * cols.size),
+                             np.tile(np.repeat(cols, rows), nb)], np.int64)
+            self.memo[key] = rows_as_one_runs(stick_of(self.layouts[2], host).reshape(-1, rows))
         return self.memo[key]
 
 
@@ -186,7 +189,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
             freed = stores[-1:]
         else:
             freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
-        before = sum(count for _, count in runs)
+        before = run_sticks(runs)
 
 
 def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> tuple[tuple[int, ...], ...]:
@@ -301,7 +304,7 @@ def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tu
         if at != end:
             groups.append((at, []))
         groups[-1][1].extend(runs)
-        end = at + sum(n for _, n in runs) * STICK_BYTES
+        end = at + run_sticks(runs) * STICK_BYTES
     items = [item for lx, runs in groups for item in core.dma("load", tensor, runs, lx)]
     if feed != (core.core,):
         for item in items:
@@ -374,6 +377,8 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
+    check_boxes([(p.core, list(zip(names, (a, b, c), addressed(p, (n, k), split), strict=True))) for p in shared],
+                src, where + ".work_division")
     memo: dict = {}
     return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c), memo=memo)
             for p in shared}

@@ -9,6 +9,8 @@ SuperDSC does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -106,33 +108,49 @@ def as_runs(ids: np.ndarray) -> Runs:
     return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
 
 
+def run_sticks(runs: Runs) -> int:
+    """Sticks in ``runs``."""
+    return sum(map(itemgetter(1), runs))
+
+
 def cut_runs(runs: Runs, lo: int, hi: int) -> Runs:
     """Sticks ``lo`` .. ``hi`` of ``runs`` (counted in their order) as runs: ``as_runs`` of those stick ids,
-    without making the ids (a split-K reduction cuts every tile so)."""
-    out: Runs = []
-    pos = 0
-    for first, n in runs:
-        a, b = max(lo - pos, 0), min(hi - pos, n)
-        if a < b and out and sum(out[-1]) == first + a:
-            out[-1] = (out[-1][0], out[-1][1] + b - a)
-        elif a < b:
-            out.append((first + a, b - a))
-        pos += n
-    return out
+    without making the ids (a split-K reduction cuts every tile so), with numpy over the runs."""
+    flat = np.fromiter(chain.from_iterable(runs), np.int64, 2 * len(runs))
+    first, count = flat[0::2], flat[1::2]
+    pos = np.cumsum(count) - count
+    a, b = np.maximum(lo - pos, 0), np.minimum(hi - pos, count)  # the part of each run inside lo .. hi
+    keep = a < b
+    start, size = first[keep] + a[keep], (b - a)[keep]
+    if not start.size:
+        return []
+    heads = np.flatnonzero(np.concatenate([[True], start[1:] != start[:-1] + size[:-1]]))  # touching pieces merge
+    return list(zip(start[heads].tolist(), np.add.reduceat(size, heads).tolist(), strict=True))
 
 
 def rows_as_runs(ids: np.ndarray) -> list[Runs]:
     """``as_runs`` of each row of a 2-D array, worked out for all rows at once."""
+    starts, counts, per_row = _row_runs(ids)
+    bounds = np.concatenate([[0], np.cumsum(per_row)]).tolist()
+    return [list(zip(starts[lo:hi], counts[lo:hi], strict=True)) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+
+def rows_as_one_runs(ids: np.ndarray) -> Runs:
+    """``rows_as_runs`` of a 2-D array, its rows' runs one after another in one list."""
+    starts, counts, _ = _row_runs(ids)
+    return list(zip(starts, counts, strict=True))
+
+
+def _row_runs(ids: np.ndarray) -> tuple[list[int], list[int], np.ndarray]:
+    """The first stick and length of every run of consecutive ids in each row, row by row, and runs per row."""
     rows, width = ids.shape
     if not width:
-        return [[] for _ in range(rows)]
+        return [], [], np.zeros(rows, np.int64)
     first = np.ones(ids.shape, bool)
     first[:, 1:] = np.diff(ids, axis=1) != 1
     r, c = np.nonzero(first)  # where each run starts, row by row
     ends = np.append(np.where(r[1:] == r[:-1], c[1:], width), width)
-    starts, counts = ids[r, c].tolist(), (ends - c).tolist()
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=rows))]).tolist()
-    return [list(zip(starts[lo:hi], counts[lo:hi], strict=True)) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    return ids[r, c].tolist(), (ends - c).tolist(), np.bincount(r, minlength=rows)
 
 
 def core_runs(layout: TensorLayout, div: Division) -> dict[int, Runs]:

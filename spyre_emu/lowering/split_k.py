@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import STICK_BYTES
-from .placement import Runs, cut_runs
+from .placement import Runs, cut_runs, run_sticks
 from .streams import CoreStreams, Item, halves
 
 
@@ -40,7 +40,7 @@ def reduce_tile(core: CoreStreams, split: SplitK, group: tuple[int, ...], t: int
     returns the instructions after which C's LX may be written again (its last send, adds and store).
     ``memo``: the kernel's reduction steps by core and tile sizes (``_steps``)."""
     members, me = len(group), group.index(core.core)
-    sticks = sum(n for _, n in runs)
+    sticks = run_sticks(runs)
     key = ("reduce", core.core, group, sticks, before, c_lx)
     if key not in memo:
         memo[key] = _steps(split, group, core.core, sticks, before, c_lx)

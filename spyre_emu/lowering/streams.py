@@ -70,16 +70,22 @@ class CoreStreams:
 
 def patterns(runs: Runs) -> list[tuple[int, int, int, int]]:
     """Runs as (first stick, sticks per run, runs, stride): each the longest stretch of runs of one
-    length whose starts step by one stride (greater than the length: runs never touch)."""
+    length whose starts step by one stride (greater than the length: runs never touch). The pattern
+    being grown is kept in locals (a tile's store can be thousands of one-stick runs)."""
     out: list[tuple[int, int, int, int]] = []
-    for start, n in runs:
-        if out:
-            first, size, count, stride = out[-1]
-            step = start - (first + (count - 1) * stride)
-            if size == n and (count == 1 and step > n or count > 1 and step == stride):
-                out[-1] = (first, size, count + 1, step)
-                continue
-        out.append((start, n, 1, 0))
+    if not runs:
+        return out
+    (first, size), count, stride = runs[0], 1, 0
+    last = first
+    for start, n in runs[1:]:
+        step = start - last
+        if n == size and (step == stride if count > 1 else step > n):
+            count, stride, last = count + 1, step, start
+            continue
+        out.append((first, size, count, stride))
+        first = last = start
+        size, count, stride = n, 1, 0
+    out.append((first, size, count, stride))
     return out
 
 

@@ -43,6 +43,7 @@ IMPOSSIBLE = [  # (row, problem)
     (("over_b", "decode", 1, 64, 1024, 1024, (2, 1, 1, 1)), "split_b = 2 is more than B = 1 allows"),
     (("over_k", "decode", 1, 64, 4096, 128, (1, 1, 1, 4)), "split_k = 4 is more than K = 128 allows"),
     (("cores64", "prefill", 1, 512, 4096, 4096, (1, 8, 8, 1)), "work division needs 64 cores; the card has 32"),
+    (("qk_h40_span", "prefill", 40, 2048, 4096, 128, (1, 1, 32, 1)), "core 0 would span 670771200 B of tensor 'C'"),
 ]
 
 
@@ -85,12 +86,12 @@ def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys, monke
     rows = [UNSEEN[0], *(r for r, _ in IMPOSSIBLE), UNSEEN[9]]
     data = calibration_folder(tmp_path, rows)
     out = tmp_path / "v.md"
-    names = ("llama8b", "over", "cores64", "odd_m")
+    names = ("llama8b", "over", "cores64", "qk_h40", "odd_m")
     assert main(["validate", "--data", str(data), "--out", str(out), "--quiet",
                  *(a for n in names for a in ("--only", n))]) == 2
     text = out.read_text()
     assert "**Mean absolute error over all 2 timed cases:" in text
-    assert "## Cases not run (5)" in text
+    assert "## Cases not run (6)" in text
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("spyre-emu: error:")]
     sweep = data / SWEEP
     assert errors == [
@@ -100,7 +101,9 @@ def test_validate_reports_rows_it_cannot_run_and_goes_on(tmp_path, capsys, monke
         f"spyre-emu: error: {sweep} row 5: split_b = 2 is more than B = 1 allows: each slice needs at least one batch",
         f"spyre-emu: error: {sweep} row 6: split_k = 4 is more than K = 128 allows: each slice needs at least one "
         "64-element stick of K",
-        f"spyre-emu: error: {sweep} row 7: kernels[0].work_division: work division needs 64 cores; the card has 32"]
+        f"spyre-emu: error: {sweep} row 7: kernels[0].work_division: work division needs 64 cores; the card has 32",
+        f"spyre-emu: error: {sweep} row 8: kernels[0].work_division: core 0 would span 670771200 B of tensor 'C'; at "
+        "most 268435456 B per core: split the work over more cores"]  # before lowering (15-31 s after it before)
     assert (tmp_path / "v.png").read_bytes().startswith(b"\x89PNG")
 
 

@@ -85,7 +85,7 @@ class PtArray:
     pe_cols: int
     rows_per_pass: int
     cols_per_pass: int
-    max_tile_rows: int   # rows of C a core computes at once; more are done in row blocks, B streamed for each
+    max_tile_rows: int   # rows of C a 2-D core computes at once; more are done in row blocks, B streamed for each
     fill_cycles: int
     drain_cycles: int
     lanes: dict[str, int]

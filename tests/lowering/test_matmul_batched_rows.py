@@ -1,0 +1,78 @@
+"""A batched core keeps all its rows of C in LX (fewer batches per block); a 2-D core does row blocks of
+``pt.max_tile_rows``. Counts derived by hand from the LX budget: (2 MB - 64 KB) x 0.8 = 12,697 sticks."""
+
+import json
+
+import numpy as np
+import pytest
+
+from spyre_emu.config import load_machine
+from spyre_emu.pipeline import load, run
+
+
+def _bmm(tmp_path, x, m, k, n):
+    tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
+               "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
+               "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
+    kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"], "dims": {"x": x, "mb": m, "out": n, "in": k},
+              "work_division": {"x": 1, "mb": 1}}
+    path = tmp_path / "bmm.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": [kernel]}))
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((x, m, k)).astype(np.float16), rng.standard_normal((x, k, n)).astype(np.float16)
+    np.save(tmp_path / "A.npy", a)
+    np.save(tmp_path / "B.npy", b)
+    return path, a, b
+
+
+def _load_pieces(units) -> list[int]:
+    """Sticks per piece of every load, in order (a strided load is bytes / piece pieces of piece bytes)."""
+    return [i.args.get("piece", i.args["bytes"]) // 128 for i in units.instructions() if i.op == "load"
+            for _ in range(i.args["bytes"] // i.args.get("piece", i.args["bytes"]))]
+
+
+def test_batched_core_reads_b_once_for_256_rows(tmp_path):
+    """2 batches of (256 x 128) @ (128 x 64) on one core, pt.max_tile_rows = 128: the core keeps its 256 rows
+    (256 + 2 x (256 + 64) x 2 = 1,536 sticks a batch fit), so B (32 KB) is read once, not once per 128 rows."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 2, 256, 128, 64)
+    result = run(load(path, machine), machine, functional=True)
+    assert result.report.data["dram"]["read_bytes"] == a.nbytes + b.nbytes
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+def test_512_rows_leave_room_for_one_batch_per_block(tmp_path):
+    """2 batches of (512 x 512) @ (512 x 64) on one core. All 512 rows: a batch needs C 512 + 2 x (512 + 64) x 8
+    = 9,728 sticks (10,240), two batches 20,480 > 12,697, so a block is one batch and every A and B piece is one
+    stick: A 2 x 512 rows x 8 K sticks = 8,192 pieces, B 2 x 512 K rows = 1,024. (Row blocks of 128 would give
+    blocks of both batches: 4,096 A pieces of 2 sticks and 4 x 512 B pieces of 2.)"""
+    machine = load_machine()
+    path, _, _ = _bmm(tmp_path, 2, 512, 512, 64)
+    assert _load_pieces(load(path, machine).units) == [1] * (8192 + 1024)
+
+
+@pytest.mark.parametrize("rows", [256, 512])
+def test_2d_core_keeps_row_blocks(tmp_path, rows):
+    """The same rows in a 2-D matmul (one batch) still do row blocks of 128: B is read rows / 128 times."""
+    machine = load_machine()
+    tensors = {"A": {"shape": [rows, 128], "dtype": "fp16", "role": "input"},
+               "B": {"shape": [128, 64], "dtype": "fp16", "role": "input"},
+               "C": {"shape": [rows, 64], "dtype": "fp16", "role": "output"}}
+    kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"], "dims": {"mb": rows, "out": 64, "in": 128},
+              "work_division": {"mb": 1}}
+    path = tmp_path / "mm.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
+                                "kernels": [kernel]}))
+    report = run(load(path, machine), machine).report.data
+    assert report["dram"]["read_bytes"] == rows * 128 * 2 + rows // 128 * 128 * 64 * 2
+
+
+def test_batched_rows_that_do_not_fit_fall_back_to_row_blocks(tmp_path):
+    """8,192 rows of one batch leave no room beside C (8,192 + 2 x (8,192 + 64) > 12,697): row blocks of 128,
+    B (8 KB) read 64 times, and the kernel still lowers."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 1, 8192, 64, 64)
+    report = run(load(path, machine), machine).report.data
+    assert report["dram"]["read_bytes"] == a.nbytes + 64 * b.nbytes

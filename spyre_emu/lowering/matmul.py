@@ -362,10 +362,8 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     order = [*dims, "in"]
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
-    # rows of C a core computes at once: 2-D, row blocks (B streamed again for each); batched, all of a batch's rows
-    # while they fit beside a K chunk of 8, leaving fewer batches per block (docs/decisions/fidelity.md)
-    fits = batched and column_block(most["in"], most["mb"], 1, lx_sticks, split) == 1
-    most["mb"] = most["mb"] if fits else min(most["mb"], machine.pt.max_tile_rows)
+    fits = batched and column_block(most["in"], most["mb"], 1, lx_sticks, split) == 1  # all rows, fewer batches
+    most["mb"] = most["mb"] if fits else min(most["mb"], machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
     groups = 1 if batched else most["out"]  # batched: one output stick per tile, batch blocks sized for it
     block = column_block(most["in"], most["mb"], groups, lx_sticks, split)
     if block == 0:

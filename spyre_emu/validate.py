@@ -84,7 +84,7 @@ DRAM_WHY = ("B is read once, as on silicon, so the time is the DRAM model's rate
             "the real DMA engine and memory controller cost per request is not modelled")
 PREFILL_WHY = ("with (32,1,1) each core owns 16 rows of C and needs all of B; B is shared in cohorts of "
                "dma.multicast_max_cores = 8, so it crosses DRAM four times. Silicon's prefill (32,1,1) takes less "
-               "than four reads' time (Q/O: 803 µs in the split sweep against 1,064 µs simulated), yet its decode "
+               "than four reads' time (Q/O: 803 µs in the split sweep against 928 µs simulated), yet its decode "
                "(32,1,1) takes 3.8× its best division, as four reads do. Sharing B among 16 cores brings this "
                "pair of rows to −30.5 % and −6.9 % but breaks the decode rankings (docs/decisions/fidelity.md): "
                "what prefill saves is not known")
@@ -166,7 +166,8 @@ MEASUREMENTS = (
                 _ratio, PREFILL_WHY, "matmul division ratio"),
     Measurement("prefill_12800", "matmul [1,512,4096]×[4096,12800]: (32,1,1) time / (8,4,1) time", 2.07, "×",
                 "torch-spyre issue 2407", ("prefill_512x4096x12800_split32x1", "prefill_512x4096x12800_split8x4"),
-                _ratio, PREFILL_WHY + "; here the C tile of (32,1,1) also forces column blocks, each reading A again",
+                _ratio, PREFILL_WHY + "; the C tile of (32,1,1) forces column blocks, across which each core "
+                "keeps its A in LX (lowering/tiling.py)",
                 "matmul division ratio"),
     Measurement("sustained", "sustained plain 2D matmul [512,2048]×[2048,512], 1 core", 1140, "MAC/ns/core",
                 "torch-spyre fitted cost model", ("matmul_512x2048x512_1core",), _macs_per_ns,

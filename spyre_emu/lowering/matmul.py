@@ -11,7 +11,10 @@ and accumulates into C in LX; passes alternate between the two corelets' PT arra
 Cores that need the same operand sticks form a cohort (``cohorts.py``): each member loads its share
 of them with a multicast into every member's LX, so an operand crosses DRAM once per cohort. Every core
 lays out LX alike, so one address serves the whole cohort. Chunks are numbered across a core's
-tiles and double buffered: chunk n + 2 is loaded once every member's passes of chunk n are done.
+tiles and double buffered: chunk n + 2 is loaded once every member's passes of chunk n are done. An
+operand the plan keeps in LX (``tiling.py``: A across a row block's column blocks, B across a column
+block's row blocks) is loaded in the first tile that needs it, into a place of its own, and loaded again
+only once every member's passes of the last tile that read it are done.
 With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
 and each stores its piece; otherwise a core stores its tile once its last chunk is done.
 Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
@@ -34,9 +37,10 @@ from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
 from .placement import Runs, check_division, division, rows_as_one_runs, rows_as_runs, run_sticks, slice_index, stick_of
 from .spans import check_boxes
-from .split_k import SplitK, reduce_tile, tile_sticks
+from .split_k import SplitK, reduce_tile
 from .streams import CoreStreams, Emit, Item
 from .target import Target
+from .tiling import Plan, batch_block, column_block, stationary, tile_chunk
 
 
 @dataclass(frozen=True)
@@ -88,98 +92,35 @@ class Operands:
         return self.memo[key]
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The LX layout every core of the kernel shares, and how K and N are cut into chunks and tiles."""
-
-    kernel: str          # prefix of the kernel's card-wide tokens
-    k: int               # K in elements
-    rows: int            # the most rows of C a core owns (A's tile height)
-    block: int           # column groups per tile
-    chunk: int           # K sticks per chunk
-    batches: int         # batches per block (1 for 2-D)
-    rows_per_pass: int
-    split: SplitK | None  # the K reduction's receive area, when K is split
-
-    @property
-    def a_bytes(self) -> int:
-        return self.chunk * self.rows * self.batches * STICK_BYTES
-
-    @property
-    def b_bytes(self) -> int:
-        return self.block * self.chunk * 64 * self.batches * STICK_BYTES
-
-    @property
-    def a_step(self) -> int:
-        """LX sticks per K stick of A (a chunk's A tile holds K stick after K stick)."""
-        return self.rows * self.batches
-
-    @property
-    def b_step(self) -> int:
-        """LX sticks per column group of B."""
-        return self.chunk * 64 * self.batches
-
-    def k_rows(self, ks: tuple[int, int]) -> int:
-        """K rows of chunk ``ks`` (first K stick, count): B has exactly K rows; A's last stick is padded."""
-        return min(ks[1] * 64, self.k - ks[0] * 64)
-
-    def buffers(self, n: int) -> tuple[int, int]:
-        """LX of A and B for chunk ``n`` (two sets, alternating)."""
-        base = (n % 2) * (self.a_bytes + self.b_bytes)
-        return base, base + self.a_bytes
-
-    @property
-    def c_lx(self) -> int:
-        return 2 * (self.a_bytes + self.b_bytes)
-
-
-def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1) -> int:
-    """The largest K chunk (in A sticks) whose two A and B tile sets fit beside the C tile (and, with
-    K split over ``split`` cores, the receive area of the reduction), for a block of ``batches``.
-
-    One A stick holds 64 K values of a row; the same 64 K values of B are 64 sticks per group.
-    """
-    free = lx_sticks - tile_sticks(rows * batches, groups, split)
-    per_stick = 2 * (rows + 64 * groups) * batches
-    if free < per_stick:
-        return 0
-    return min(k_sticks, free // per_stick)
-
-
-def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1) -> int:
-    """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
-    fits = [g for g in range(1, groups + 1)
-            if tile_chunk(k_sticks, rows, g, lx_sticks, split, batches) >= min(8, k_sticks)]
-    return fits[-1] if fits else 0
-
-
-def batch_block(k_sticks: int, rows: int, groups: int, batches: int, lx_sticks: int, split: int) -> int:
-    """Batches a core computes at a time: as many of its own as still let all its column groups and
-    a K chunk of 8 sticks fit (at least one)."""
-    fits = [b for b in range(1, batches + 1) if column_block(k_sticks, rows, groups, lx_sticks, split, b) == groups]
-    return fits[-1] if fits else 1
-
-
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
                  layouts: tuple[TensorLayout, TensorLayout, TensorLayout], memo: dict) -> None:
     """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
     last chunk; a tile's first passes wait until the previous tile's C has left LX. ``memo``: the
     kernel's operand runs so far (every tile of a core reads the same A chunks, every core of a B
     cohort the same B chunks, and ``_sharing`` all of them once more)."""
-    n, freed, before = 0, [], 0
+    n, freed, before, kept_done = 0, [], 0, None
     (m0, rows), (g0, groups) = piece.m, piece.g
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
+    starts = range(m0, m0 + rows, plan.rows), range(g0, g0 + groups, plan.block)
+    order = [(xs, r, g) for xs in blocks for r in starts[0] for g in starts[1]] if plan.keep != "B" else [
+        (xs, r, g) for xs in blocks for g in starts[1] for r in starts[0]]
     tiles = [(xs, replace(piece, m=(r, min(plan.rows, m0 + rows - r)), g=(g, min(plan.block, g0 + groups - g))))
-             for xs in blocks for r in range(m0, m0 + rows, plan.rows) for g in range(g0, g0 + groups, plan.block)]
+             for xs, r, g in order]
+    held = [(xs, g if plan.keep == "B" else r) for xs, r, g in order]  # what the kept operand's LX holds
     sharing = _sharing(piece, plan, [(Operands(names, layouts, xs, memo), tile) for xs, tile in tiles])
     for t, (xs, tile) in enumerate(tiles):
         ops = Operands(names, layouts, xs, memo)
+        fresh, closing = t == 0 or held[t] != held[t - 1], t + 1 == len(tiles) or held[t + 1] != held[t]
         for s0 in range(piece.k[0], piece.k[0] + piece.k[1], plan.chunk):
-            passes = _chunk(core, ops, tile, plan, n, (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0)), sharing)
+            ks = (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0))
+            last_chunk = s0 + plan.chunk >= piece.k[0] + piece.k[1]
+            kept = (fresh, kept_done if s0 == piece.k[0] else None, closing and last_chunk)
+            passes = _chunk(core, ops, tile, plan, n, ks, sharing, kept)
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
             freed, n = [], n + 1
+        kept_done = n - 1 if closing else kept_done
         runs = ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m)
         last = [work[-1] for work in passes.values()]
         if plan.split is None:
@@ -203,29 +144,37 @@ def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> t
 
 
 def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int],
-           sharing: tuple[tuple[int, ...], tuple[int, ...]]) -> dict[str, list[Item]]:
+           sharing: tuple[tuple[int, ...], tuple[int, ...]], kept: tuple[bool, int | None, bool]
+           ) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
-    ``sharing``: the members of the A and B cohorts that load a share of each chunk."""
+    ``sharing``: the members of the A and B cohorts that load a share of each chunk. ``kept``, for the
+    operand the plan keeps in LX: whether this chunk loads it, the chunk whose passes its loads wait for
+    (the last that read the previous one there), and whether this chunk's passes are its last readers."""
     rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
-    a_lx, b_lx = plan.buffers(n)
+    a_lx, b_lx = plan.buffers(n, ks[0] - piece.k[0])
     passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx), ks, ks[0] > piece.k[0])
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
     for operand, name, (key, tile), cohort, loading in (
             ("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
             ("B", ops.names[1], b_tile, piece.b_cohort, sharing[1])):
+        if operand == plan.keep and not kept[0]:
+            continue
         sources += [f"{operand}{member}" for member in loading]
         if core.core in loading:
             if (key, len(loading)) not in ops.memo:
                 ops.memo[key, len(loading)] = share(tile, len(loading))
             part = ops.memo[key, len(loading)][loading.index(core.core)]
             loads = _load(core, name, part, cohort)
-            _handshake(plan, n, f"{operand}{core.core}", loads, cohort, list(passes))
+            after = kept[1] if operand == plan.keep else n - 2 if n >= 2 else None
+            _handshake(plan, n, after, f"{operand}{core.core}", loads, cohort, list(passes))
+    readers = sources + [f"{plan.keep}{member}" for member in sharing[plan.keep == "B"]
+                         if kept[2] and f"{plan.keep}{member}" not in sources]
     work: dict[str, list[Item]] = {}
     for unit, items in passes.items():
         work[unit] = [core.add(unit, dict(item)) for item in items]
         work[unit][0]["wait"] = [_token(plan, n, src, ">", core.core, unit) for src in sources]
-        work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in sources]
+        work[unit][-1]["signal"] = [_token(plan, n, src, "<", core.core, unit) for src in readers]
     return work
 
 
@@ -283,7 +232,7 @@ def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[in
     """Chunk ``n``'s A and B tiles: per K stick of A and per column group of B, its runs of device
     sticks and the LX address they go to; each with its key in ``ops.memo`` (shared: never modify them)."""
     (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
-    a_lx, b_lx = plan.buffers(n)
+    a_lx, b_lx = plan.buffers(n, s0 - piece.k[0])
     a_key = ("A", ops.batches, range(s0, s0 + n_k), m0, rows, a_lx)
     b_key = ("B", ops.batches, range(g0, g0 + groups), s0 * 64, plan.k_rows(ks), b_lx)
     if a_key not in ops.memo:
@@ -312,12 +261,14 @@ def _load(core: CoreStreams, tensor: str, tile: list[tuple[Runs, int]], feed: tu
     return items
 
 
-def _handshake(plan: Plan, n: int, src: str, loads: list[Item], feed: tuple[int, ...], units: list[str]) -> None:
+def _handshake(plan: Plan, n: int, after: int | None, src: str, loads: list[Item], feed: tuple[int, ...],
+               units: list[str]) -> None:
     """The loads ``src`` (operand and loading core) issues for chunk ``n`` tell every fed core's PT
-    units that their data is in, and wait until those units are done with chunk n - 2 (same buffers)."""
+    units that their data is in, and wait until those units are done with chunk ``after`` (the last
+    that read the same LX: n - 2 for a double buffer)."""
     loads[-1].setdefault("signal", []).extend(_token(plan, n, src, ">", c, u) for c in feed for u in units)
-    if n >= 2:
-        loads[0].setdefault("wait", []).extend(_token(plan, n - 2, src, "<", c, u) for c in feed for u in units)
+    if after is not None:
+        loads[0].setdefault("wait", []).extend(_token(plan, after, src, "<", c, u) for c in feed for u in units)
 
 
 def _token(plan: Plan, n: int, src: str, way: str, core: int, unit: str) -> str:
@@ -362,17 +313,21 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     order = [*dims, "in"]
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
-    fits = batched and column_block(most["in"], most["mb"], 1, lx_sticks, split) == 1  # all rows, fewer batches
-    most["mb"] = most["mb"] if fits else min(most["mb"], machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
+    owned = most["mb"]
+    fits = batched and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # all rows, fewer batches
+    most["mb"] = owned if fits else min(owned, machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
     groups = 1 if batched else most["out"]  # batched: one output stick per tile, batch blocks sized for it
-    block = column_block(most["in"], most["mb"], groups, lx_sticks, split)
+    keep, block = ("", column_block(most["in"], most["mb"], 1, lx_sticks, split)) if batched else stationary(
+        most["in"], (owned, most["mb"]), groups, lx_sticks, split)
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,
                            where + ".work_division")
     whole = block == groups  # batches are blocked only when the tile's columns fit at once
     batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
-    chunk = target.stepper(kernel)(most["in"], tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches))
-    plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None)
+    fits = tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
+    chunk = target.stepper(kernel)(most["in"], fits)
+    plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
+                most["in"])
     if split > 1:
         tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))

@@ -162,10 +162,11 @@ def test_cut_runs_is_as_runs_of_the_cut_ids():
 
 @pytest.mark.parametrize(("tile_rows", "b_reads"), [(128, 2), (256, 1)])
 def test_rows_beyond_max_tile_rows_stream_b_again(tmp_path, tile_rows, b_reads):
-    """256 rows of C on one core: with pt.max_tile_rows = 128 it computes two row blocks, each reading
-    all of B (16 KB) again; A (64 KB) is read once either way. The values are exact both ways."""
+    """256 rows of C, K split over two cores: with pt.max_tile_rows = 128 each core computes two row blocks,
+    each reading its half of B (8 KB) again (under split K, B does not stay in LX: tests/lowering/
+    test_stationary.py); A (64 KB) is read once either way. The values are exact both ways."""
     machine = load_machine(overrides=[f"pt.max_tile_rows={tile_rows}"])
-    path, want = _program(tmp_path, 256, 128, 64, 1, 1)
+    path, want = _program(tmp_path, 256, 128, 64, 1, 1, sk=2)
     result = run(load(path, machine), machine, functional=True)
     a_bytes, b_bytes = 256 * 128 * 2, 128 * 64 * 2
     assert result.report.data["dram"]["read_bytes"] == a_bytes + b_reads * b_bytes

@@ -314,8 +314,8 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
     owned = most["mb"]
-    fits = batched and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # all rows, fewer batches
-    most["mb"] = owned if fits else min(owned, machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
+    all_rows = batched and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # fewer batches instead
+    most["mb"] = owned if all_rows else min(owned, machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
     groups = 1 if batched else most["out"]  # batched: one output stick per tile, batch blocks sized for it
     keep, block = ("", column_block(most["in"], most["mb"], 1, lx_sticks, split)) if batched else stationary(
         most["in"], (owned, most["mb"]), groups, lx_sticks, split)

@@ -24,8 +24,8 @@ from checkout import child_json, reference_checkout
 from sweep_cases import SLOWEST
 
 from spyre_emu import pipeline
-from spyre_emu.calibration import matmul_program
 from spyre_emu.config import load_machine
+from spyre_emu.workloads import matmul_program
 
 ROOT = Path(__file__).resolve().parents[1]
 

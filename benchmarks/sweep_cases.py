@@ -31,8 +31,9 @@ from checkout import child_json, reference_checkout
 from stages import timed_stages
 
 import spyre_emu
-from spyre_emu.calibration import DEFAULT_DATA, SWEEP, load_cases, matmul_program
+from spyre_emu.calibration import DEFAULT_DATA, SWEEP, load_cases
 from spyre_emu.config import load_machine
+from spyre_emu.workloads import matmul_program
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWEST = ["mlp_up,prefill,1,512,12800,4096,1,1,1,32", "mlp_up,prefill,1,512,12800,4096,1,32,1,1",

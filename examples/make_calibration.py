@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from spyre_emu.workloads import fp16_tensor, pointwise_program, softmax_tile_program
+
 OUT = Path(__file__).parent / "programs" / "calibration"
 
 
@@ -25,16 +27,11 @@ def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str, uneven
             "kernels": [kernel]}
 
 
-def _tensor(shape: list[int], role: str, space: str = "dram") -> dict:
-    return {"shape": shape, "dtype": "fp16", "role": role, "space": space,
-            **({"init": "randn"} if role == "input" else {})}
-
-
 def softmax_dim0(rows: int, cols: int, planned: bool = False) -> dict:
     """softmax over dim 0 on one core: max, sub, exp, sum, div. Unplanned, every intermediate goes
     through DRAM; planned as the torch-spyre doc describes: the input cloned to LX, the reductions
     pinned in LX, sub and exp in place."""
-    t = _tensor
+    t = fp16_tensor
     full, row = [rows, cols], [1, cols]
     dims = {"mb": rows, "out": cols}
     if planned:
@@ -55,40 +52,9 @@ def softmax_dim0(rows: int, cols: int, planned: bool = False) -> dict:
             "note": note}
 
 
-
-def elementwise(op: str, rows: int, cols: int, cores: int, note: str, arity: int = 1) -> dict:
-    """One pointwise or row-reduction kernel from torch-spyre's cost-model sweep, rows split over ``cores``
-    (a row reduction keeps one value per row: sum, max, mean along the stick)."""
-    reduction = op in ("sum", "max", "mean")
-    names = ["x", "w"][:arity]
-    tensors = {n: {"shape": [rows, cols], "dtype": "fp16", "role": "input", "init": "randn"} for n in names}
-    tensors["y"] = {"shape": [rows, 1] if reduction else [rows, cols], "dtype": "fp16", "role": "output"}
-    kernel = {"name": op, "op": op, "inputs": names, "outputs": ["y"], "dims": {"mb": rows, "out": cols},
-              "work_division": {"mb": cores}}
-    return {"format": "spyre-emu.kernel-program", "version": 1, "note": note, "tensors": tensors,
-            "kernels": [kernel]}
-
-
-def softmax_stages(extra: int, cores: int, rows: int = 256, cols: int = 512) -> dict:
-    """One of the 8 row tiles of torch-spyre's softmax_stages sweep (2048 x 512), as torch-spyre's softmax
-    SDSCs run it (../shared/sdsc-examples/softmax): the input cloned to LX (identity), max along the row,
-    sub into a second LX tensor, ``extra`` sigmoid stages on it, exp back into the clone's space, sum,
-    realdiv out to DRAM."""
-    t = _tensor
-    tensors = {"x": t([rows, cols], "input"), "c": t([rows, cols], "intermediate", "lx"),
-               "d": t([rows, cols], "intermediate", "lx"), "m": t([rows, 1], "intermediate", "lx"),
-               "s": t([rows, 1], "intermediate", "lx"), "y": t([rows, cols], "output")}
-    steps = [("identity", ["x"], "c"), ("max", ["c"], "m"), ("sub", ["c", "m"], "d")]
-    steps += [("sigmoid", ["d"], "d")] * extra
-    steps += [("exp", ["d"], "c"), ("sum", ["c"], "s"), ("realdiv", ["c", "s"], "y")]
-    kernels = [{"name": f"k{i}_{op}", "op": op, "inputs": ins, "outputs": [out], "dims": {"mb": rows, "out": cols},
-                "work_division": {"mb": cores}} for i, (op, ins, out) in enumerate(steps)]
-    return {"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors, "kernels": kernels,
-            "note": f"one of 8 row tiles of softmax_stages 2048x512, chain of {5 + extra}, {cores} core(s): "
-                    "torch-spyre cost-model report section 19"}
-
-
 SWEEP = "torch-spyre cost-model sweep (sweep_records.csv)"
+STAGES = ("one of 8 row tiles of softmax_stages 2048x512, chain of {}, {} core(s): torch-spyre cost-model report "
+          "section 19")
 
 
 PROGRAMS = {
@@ -108,15 +74,15 @@ PROGRAMS = {
     "prefill_512x4096x12800_split8x4": matmul(512, 4096, 12800, 8, 4, "torch-spyre issue 2407"),
     "matmul_512x2048x512_1core": matmul(512, 2048, 512, 1, 1, "torch-spyre fitted cost model: ~1140 MAC/ns per "
                                         "core sustained by plain 2D matmul (compute-bound on one core)"),
-    **{f"softmax_stages_{5 + extra}_{cores}core": softmax_stages(extra, cores) for extra in (0, 2, 4, 8)
-       for cores in (1, 2)},
-    **{f"rowmax_2048x8192_{cores}core": elementwise("max", 2048, 8192, cores, SWEEP) for cores in (1, 2, 4)},
-    "rowmean_4096x2048_1core": elementwise("mean", 4096, 2048, 1, SWEEP),
-    "rowsum_4096x2048_1core": elementwise("sum", 4096, 2048, 1, SWEEP),
-    **{f"neg_8192x2048_{cores}core": elementwise("neg", 8192, 2048, cores, SWEEP) for cores in (1, 2)},
-    **{f"gelu_2048x8192_{cores}core": elementwise("gelufwd", 2048, 8192, cores, SWEEP) for cores in (1, 2)},
-    "add_2048x8192_1core": elementwise("add", 2048, 8192, 1, SWEEP, arity=2),
-    **{f"{name}_2048x4096_32cores": elementwise(op, 2048, 4096, 32, SWEEP)
+    **{f"softmax_stages_{5 + extra}_{cores}core": softmax_tile_program(extra, cores, STAGES.format(5 + extra, cores))
+       for extra in (0, 2, 4, 8) for cores in (1, 2)},
+    **{f"rowmax_2048x8192_{cores}core": pointwise_program("max", 2048, 8192, cores, SWEEP) for cores in (1, 2, 4)},
+    "rowmean_4096x2048_1core": pointwise_program("mean", 4096, 2048, 1, SWEEP),
+    "rowsum_4096x2048_1core": pointwise_program("sum", 4096, 2048, 1, SWEEP),
+    **{f"neg_8192x2048_{cores}core": pointwise_program("neg", 8192, 2048, cores, SWEEP) for cores in (1, 2)},
+    **{f"gelu_2048x8192_{cores}core": pointwise_program("gelufwd", 2048, 8192, cores, SWEEP) for cores in (1, 2)},
+    "add_2048x8192_1core": pointwise_program("add", 2048, 8192, 1, SWEEP, arity=2),
+    **{f"{name}_2048x4096_32cores": pointwise_program(op, 2048, 4096, 32, SWEEP)
        for name, op in (("neg", "neg"), ("gelu", "gelufwd"), ("exp", "exp"))},
 }
 

@@ -21,15 +21,34 @@ from typing import Any
 
 from .errors import SpyreEmuError
 from .files import read_bytes
-from .kernel_program import FORMAT as KERNEL_FORMAT
-from .unit_program.load import FORMAT as UNIT_FORMAT
+from .kernel_program.ops import OPS
+from .workloads import (
+    REDUCTIONS,
+    matmul_program,
+    pointwise_program,
+    ring_scatter_program,
+    ring_shift_program,
+    slice_units,
+    softmax_tile_program,
+)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
 SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
     r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
-CORES = re.compile(r"(\d+)\s*cores\b")
+CORES = re.compile(r"(\d+)\s*cores?\b")
+SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
+AREA = r"(\d+)\s*[x×]\s*(\d+)"  # rows x columns
+STAGES = re.compile(r"softmax\D{0,40}?" + AREA)  # "softmax 2048×512 in 8 LX tiles, chain of 7, 1 core"
+CHAIN, TILES = re.compile(r"chain of (\d+)"), re.compile(r"(\d+)\s*(?:lx\s+|row\s+)?tiles")
+STAGES_NAME = re.compile(r"(?:softmax_)?stages_(\d+)_(\d+)(?:cores?)?$")  # chain, cores
+REDUCE = re.compile(r"\b(" + "|".join(REDUCTIONS) + r") along the rows? of " + AREA)
+POINTWISE_WORDS = {"gelu": "gelufwd", "relu": "relufwd", "div": "realdiv",
+                   **{op: op for op, spec in OPS.items() if spec.family == "pointwise" and spec.arity <= 2}}
+POINTWISE = re.compile(r"\b(" + "|".join(POINTWISE_WORDS) + r") of (?:two )?" + AREA)
+KERNEL_NAME = re.compile(r"(row)?([a-z]+)_(\d+)x(\d+)_(\d+)cores?$")  # "neg_8192x2048_1core", "rowmax_..."
+STAGE_ROWS = 256  # softmax_stages' row tile (2048 rows in 8 tiles), where an entry states no tile count
 TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # validate_host.py runs them
                "swiglu_granite_prefill")
@@ -59,6 +78,7 @@ class Case:
     pt_util_pct: float | None = None  # measured PT utilization, where published
     source: str = "calibration"       # where the case comes from ("FILE row N"), for its errors
     problem: str = ""                 # why the case cannot run at all ("": it can be tried)
+    tiles: int = 1                    # the figure is one launch and this many runs of the program (row tiles)
 
 
 def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
@@ -79,7 +99,7 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     for name, case in entries.items():
         if name in WHOLE_CALLS:
             continue
-        cases.append(_single_case(name, case, str(folder / SINGLE)))
+        cases += _single_cases(name, case, str(folder / SINGLE))
     return cases, {**QUOTED, **{name: _as_range(entries[name]) for name in WHOLE_CALLS if name in entries}}
 
 
@@ -138,50 +158,119 @@ def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str
     """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
     ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
     names = ("batch", "row", "64-element stick of N", "64-element stick of K")
-    for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), _slice_units(b, m, n, k), split, names, strict=True):
+    for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), slice_units(b, m, n, k), split, names, strict=True):
         if cut > units:
             return f"split_{d} = {cut} is more than {d.upper()} = {size} allows: each slice needs at least one {unit}"
     return ""
 
 
-def _slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
-    """What a division cuts each dim into: batches, rows, and 64-element sticks of N and K."""
-    return b, m, -(-n // 64), -(-k // 64)
+def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
+    """The cases of a card-side single figure; an entry whose ``device_us`` maps names to figures (an old and a
+    new work division, two compiler settings) is one case per name, ranked against each other (``_variant``)."""
+    figures = case.get("device_us")
+    if not isinstance(figures, dict) or not figures:
+        return [_single_case(name, case, file, f"cases[{name}]")]
+    return [_single_case(f"{name}.{key}", _variant(case, key), file, f"cases[{name}]", shape=name) for key in figures]
 
 
-def _single_case(name: str, case: dict[str, Any], file: str) -> Case:
-    """A case for a card-side single figure: a matmul whose ``what`` states its shape (or a ``qo_``/``mlp_up_``
-    entry, Granite-3.3-8B's prefill shape), or a ring move whose ``what`` states its bytes. Any other entry is
-    a case with a ``problem``: validate lists it as not run rather than dropping it unseen."""
-    where = f"cases[{name}]"
+def _variant(case: dict[str, Any], key: str) -> dict[str, Any]:
+    """The entry as variant ``key`` measured it: its figure and PT utilization under that name where they map
+    names; its split under that name, else the division the name states in words ("m8_n4", "m=4,n=8"; a dim it
+    leaves out is not split), else the entry's one split."""
+    def of(value: Any) -> Any:
+        return value[key] if isinstance(value, dict) and key in value else value
+    stated = SPLIT_WORDS.findall(str(key).lower())
+    split = case.get("split")
+    if not (isinstance(split, dict) and key in split) and stated and len({d for d, _ in stated}) == len(stated):
+        split = {d: int(cut) for d, cut in stated}
+    return {**case, "device_us": of(case["device_us"]), "split": of(split), "pt_util_pct": of(case.get("pt_util_pct"))}
+
+
+def _single_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
+    """A case for a card-side single figure, known by what its ``what`` (or, where that states nothing, its name)
+    says: a matmul shape (or a ``qo_``/``mlp_up_`` entry, Granite-3.3-8B's prefill shape), a ring move's bytes,
+    a softmax chain, a pointwise op or a row reduction. Any other entry is a case with a ``problem``: validate
+    lists it as not run rather than dropping it unseen."""
     what = str(case.get("what", ""))
     if SHAPE.search(what) or name.startswith(("qo_", "mlp_up_")):
-        return _matmul_case(name, case, file, where)
+        return _matmul_case(name, case, file, where, shape)
     text = f"{name} {what}".lower()
     if "ring" in text and ("shift" in text or "scatter" in text):
         return _ring_case(name, case, file, where, "scatter" in text)
-    return Case(name, "", "", None, math.nan, {}, source=f"{file} {where}",
-                problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]) and it "
-                        f"is no ring shift or scatter; whole calls are run by name ({', '.join(WHOLE_CALLS)})")
+    sfu = _sfu_case(name, case, file, where, shape)
+    if sfu:
+        return sfu
+    return Case(name, "", shape, None, math.nan, {}, source=f"{file} {where}",
+                problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]), ring "
+                        "shift or scatter, softmax chain, pointwise op or row reduction (as in 'neg of 8192×2048, "
+                        f"1 core'); whole calls are run by name ({', '.join(WHOLE_CALLS)})")
 
 
-def _matmul_case(name: str, case: dict[str, Any], file: str, where: str) -> Case:
+def _sfu_case(name: str, case: dict[str, Any], file: str, where: str, shape: str) -> Case | None:
+    """A softmax chain in row tiles, a pointwise op or a row reduction over rows × columns split over cores (the
+    card's 32 where none are stated), as ``what`` states it ("softmax 2048×512 in 8 LX tiles, chain of 7, 1 core",
+    "gelu of 2048×8192, 2 cores", "max along the row of 2048×8192, 4 cores") or, where ``what`` states none, as
+    the sweep names it ("stages_7_1", "gelu_2048x8192_2core", "rowmax_2048x8192_4core"); None for any other."""
+    what = str(case.get("what", "")).lower()
+    cores = CORES.search(what)
+    stated = int(cores.group(1)) if cores else None
+    if STAGES.search(what) or STAGES_NAME.match(name):
+        return _softmax_case(name, what, stated, case, file, where, shape)
+    found = REDUCE.search(what) or POINTWISE.search(what)
+    named = None if found else KERNEL_NAME.match(name)
+    if found:
+        reduction, op, rows, cols, count = found.re is REDUCE, found.group(1), *map(int, found.group(2, 3)), stated
+    elif named:
+        reduction, op, (rows, cols, count) = bool(named.group(1)), named.group(2), map(int, named.group(3, 4, 5))
+    else:
+        return None
+    op = (op if op in REDUCTIONS else "") if reduction else POINTWISE_WORDS.get(op, "")
+    if not op:
+        return None
+    program = pointwise_program(op, rows, cols, count or 32, name, OPS[op].arity)
+    category = "row reduction (single)" if reduction else "pointwise (single)"
+    return _kernel_case(name, category, shape, program, case, file, where, "")
+
+
+def _softmax_case(name: str, what: str, cores: int | None, case: dict[str, Any], file: str, where: str,
+                  shape: str) -> Case:
+    """One row tile of a softmax chain, its figure one launch and every tile: the chain's length less the five
+    base ops are sigmoid stages (torch-spyre's softmax_stages sweep); the sweep's 2048 × 512 where ``what`` states
+    no size, tiles of ``STAGE_ROWS`` where it states no tile count."""
+    stages, named, chain, tiles = STAGES.search(what), STAGES_NAME.match(name), CHAIN.search(what), TILES.search(what)
+    length = int(chain.group(1)) if chain else int(named.group(1)) if named else 5
+    cores = cores or (int(named.group(2)) if named else 32)
+    rows, cols = map(int, stages.group(1, 2)) if stages else (2048, 512)
+    count = int(tiles.group(1)) if tiles else max(1, rows // STAGE_ROWS)
+    problem = ("a softmax chain has at least 5 ops (max, sub, exp, sum, div)" if length < 5 else
+               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else "")
+    program = {} if problem else softmax_tile_program(length - 5, cores, name, rows // count, cols)
+    return _kernel_case(name, "softmax stages (single)", shape, program, case, file, where, problem, count)
+
+
+def _kernel_case(name: str, category: str, shape: str, program: dict[str, Any], case: dict[str, Any], file: str,
+                 where: str, problem: str, tiles: int = 1) -> Case:
+    return Case(name, category, shape, None, _measured(case, file, where), program, source=f"{file} {where}",
+                problem=problem, tiles=tiles)
+
+
+def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
     """The entry's shape with its published split; with none (the production compiler's own, not published),
     the tuned PR's (4, 8) division, or where the shape cannot take it, the division that loads the least."""
     b, m, n, k = _shape(name, case)
     split = case.get("split")
     if split is None:
         split = unpublished_split(b, m, n, k)
-    elif isinstance(split, dict) and all(_count(split.get(x)) for x in "bmnk"):
-        split = tuple(split[x] for x in "bmnk")
+    elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
+        split = tuple(split.get(x, 1) for x in "bmnk")
     else:
-        raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}}, positive integers, got "
-                            f"{split!r}", file, where + ".split")
+        raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}} (a dim left out is not "
+                            f"split), positive integers, got {split!r}", file, where + ".split")
     util = case.get("pt_util_pct")
     if util is not None and not _number(util):
         raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
     phase = "decode" if "decode" in f"{name} {case.get('what', '')}".lower() else "prefill"
-    return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", "", split,
+    return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", shape, split,
                 _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
                 split_problem(b, m, n, k, split))
 
@@ -191,7 +280,7 @@ def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[
     reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would pick;
     a shape no even division fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
     def even(split: tuple[int, ...]) -> bool:
-        return not any(units % cut for units, cut in zip(_slice_units(b, m, n, k), split, strict=True))
+        return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
     if even(TUNED_SPLIT) and b == 1:
         return TUNED_SPLIT
     splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
@@ -244,37 +333,3 @@ def _number(value: Any) -> bool:
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> dict[str, Any]:
-    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given;
-    dims in SuperDSC's order ([x,] mb, out, in, the first varying fastest over the cores). A dim the split
-    does not divide is cut as SuperDSC's steady-state and epilogue slices are (the kernel's ``uneven``):
-    a measured division ran on the card, so the simulator runs it too."""
-    lead = [b] if b > 1 else []
-    uneven = any(units % cut for units, cut in zip(_slice_units(b, m, n, k), split, strict=True))
-
-    def tensor(shape: list[int], role: str) -> dict[str, Any]:
-        return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}
-    dims = {**({"x": b} if b > 1 else {}), "mb": m, "out": n, "in": k}
-    division = {**({"x": split[0]} if b > 1 else {}), "mb": split[1], "out": split[2], "in": split[3]}
-    return {"format": KERNEL_FORMAT, "version": 1,
-            "tensors": {"A": tensor([m, k], "input"), "B": tensor([k, n], "input"), "C": tensor([m, n], "output")},
-            "kernels": [{"name": "matmul", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-                         "dims": dims, "work_division": division, **({"uneven": True} if uneven else {})}]}
-
-
-def ring_shift_program(nbytes: int, cores: int = 32) -> dict[str, Any]:
-    """Every core sends ``nbytes`` of its LX to the next core's LX (one transfer per link)."""
-    units = [{"core": c, "units": {"send": [{"op": "send", "lx": 0, "to_core": (c + 1) % cores,
-                                               "to_lx": nbytes, "bytes": nbytes}]}} for c in range(cores)]
-    return {"format": UNIT_FORMAT, "version": 1, "cores": units}
-
-
-def ring_scatter_program(total: int, cores: int = 32) -> dict[str, Any]:
-    """An all-to-all scatter of ``total`` bytes: each core sends an equal whole-stick share to every core."""
-    share = total // (cores * cores) // 128 * 128
-    units = [{"core": c, "units": {"send": [{"op": "send", "lx": 0, "to_core": (c + d) % cores,
-                                               "to_lx": 1 << 20, "bytes": share} for d in range(1, cores)]}}
-             for c in range(cores)]
-    return {"format": UNIT_FORMAT, "version": 1, "cores": units}

@@ -285,12 +285,26 @@ def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], Non
     lowering or the engine rejects (a division the card cannot run, a deadlock) is not run; the others are."""
     if progress:
         progress(f"{len(cases)} calibration cases")
-    simulated = iter(parallel_map(_case_figures, [(c.program, machine, c.source) for c in cases if not c.problem]))
+    jobs = [(c.program, c.tiles, machine, c.source) for c in cases if not c.problem]
+    simulated = iter(parallel_map(_case_figures, jobs))
     outcomes = [f"{c.source}: {c.problem}" if c.problem else next(simulated) for c in cases]  # figures or why not
     ran = [(c, figures) for c, figures in zip(cases, outcomes, strict=True) if not isinstance(figures, str)]
     points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran]
     points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in ran if c.pt_util_pct]
+    points += _pair_ratios(ran)
     return points, [NotRun(c, why) for c, why in zip(cases, outcomes, strict=True) if isinstance(why, str)]
+
+
+def _pair_ratios(ran: list[tuple[Case, tuple[float, float]]]) -> list[Point]:
+    """A single figure measured two ways (an old and a new work division: ``device_us`` with two names) is also
+    judged as the ratio of its two times, first over second, as the division papers quote it."""
+    pairs: dict[str, list[tuple[Case, float]]] = {}
+    for case, (us, _) in ran:
+        if case.shape and case.category.endswith("(single)"):
+            pairs.setdefault(case.shape, []).append((case, us))
+    return [Point("division ratio (single)", "", f"{shape}: {a.name} / {b.name}", a.measured_us / b.measured_us,
+                  us_a / us_b) for shape, ((a, us_a), (b, us_b)) in
+            ((shape, pair) for shape, pair in pairs.items() if len(pair) == 2)]
 
 
 def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:
@@ -298,13 +312,14 @@ def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str
     return run_cases(machine, cases, progress)[0]
 
 
-def _case_figures(job: tuple[dict, Machine, str]) -> tuple[float, float] | str:
+def _case_figures(job: tuple[dict, int, Machine, str]) -> tuple[float, float] | str:
     """(device µs, PT MAC utilization %) of one case's program, lowered and simulated here, or the one-line
-    error that stopped it (naming ``source``, the case's file and row). The two figures are kept in the result
-    cache under the program's JSON, the machine and the code (memo.key), so a second validate of the same code
-    and config neither lowers nor simulates again, and stores no event log."""
-    data, machine, source = job
-    k = memo.key(b"calibration case", memo.digest(data), repr(machine).encode())
+    error that stopped it (naming ``source``, the case's file and row); the time is one launch and ``tiles`` runs
+    of the program. The two figures are kept in the result cache under the program's JSON, the tiles, the
+    machine and the code (memo.key), so a second validate of the same code and config neither lowers nor
+    simulates again, and stores no event log."""
+    data, tiles, machine, source = job
+    k = memo.key(b"calibration case", memo.digest(data), str(tiles).encode(), repr(machine).encode())
     figures = memo.lookup(k)
     if figures is None:
         try:
@@ -313,7 +328,8 @@ def _case_figures(job: tuple[dict, Machine, str]) -> tuple[float, float] | str:
             return str(exc)
         except Exception as exc:  # noqa: BLE001 -- a bug on one case must not take the other cases down
             return f"{source}: internal error, please report it: {type(exc).__name__}: {exc}"
-        figures = report["latency_us"], 100 * report["pt"]["mac_utilization"]
+        cycles = report["launch_cycles"] + tiles * report["card_cycles"]
+        figures = cycles / report["clock_ghz"] / 1000, 100 * report["pt"]["mac_utilization"]
         memo.store(k, figures)
     return figures
 

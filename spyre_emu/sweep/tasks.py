@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..calibration import matmul_program
 from ..config import Machine, load_machine
 from ..errors import ConfigError, SpyreEmuError
 from ..files import read_bytes
 from ..pipeline import parse, run
 from ..unit_program.load import read_json
+from ..workloads import matmul_program
 from .space import Point
 
 FIGURES = ("latency_us", "cycles", "cores", "instructions", "pt_utilization", "dram_gb_per_s", "error")

@@ -1,19 +1,23 @@
 """Single figures (measurements.json entries) the calibration data does not hold, as validate would read them
 from another folder: a matmul is known by the shape its ``what`` states whatever its name, a ring move by
-the bytes it states, and an entry validate has no program for is listed as not run, never dropped unseen."""
+the bytes it states, an SFU kernel by its op, size and cores, a figure measured two ways (an old and a new
+division) as two cases and their ratio, and an entry validate has no program for is listed as not run, never
+dropped unseen."""
 
-from spyre_emu.calibration import (
-    QUOTED,
-    SINGLE,
-    SWEEP,
-    load_cases,
+import pytest
+
+from spyre_emu.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
+from spyre_emu.cli import main
+from spyre_emu.pipeline import load, run
+from spyre_emu.validate import _tiled, run_cases
+from spyre_emu.workloads import (
     matmul_program,
+    pointwise_program,
     ring_scatter_program,
     ring_shift_program,
-    unpublished_split,
+    softmax_tile_program,
 )
-from spyre_emu.cli import main
-from tests.conftest import calibration_folder
+from tests.conftest import ROOT, calibration_folder
 
 ROW = ("llama8b_kv", "decode", 1, 8, 1024, 4096, (1, 1, 16, 2))
 
@@ -66,9 +70,9 @@ def test_an_entry_without_a_program_is_listed_not_run(tmp_path, capsys, monkeypa
     assert "## Cases not run (1)" in out.read_text()
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("spyre-emu: error:")]
     assert errors == [f"spyre-emu: error: {data / SINGLE} cases[softmax_x]: no program for this figure: its "
-                      "`what` states no matmul shape ([M,K] x [K,N]) and it is no ring shift or scatter; whole "
-                      "calls are run by name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill, "
-                      "swiglu_granite_prefill)"]
+                      "`what` states no matmul shape ([M,K] x [K,N]), ring shift or scatter, softmax chain, "
+                      "pointwise op or row reduction (as in 'neg of 8192×2048, 1 core'); whole calls are run by "
+                      "name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill, swiglu_granite_prefill)"]
 
 
 def test_a_whole_call_in_the_file_replaces_the_quoted_one(tmp_path):
@@ -94,3 +98,68 @@ def test_a_folder_may_hold_either_file(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"spyre-emu: error: {data}: expected a folder holding {SWEEP}, {SINGLE} or both"]
     assert not (tmp_path / "v.md").exists()
+
+
+def test_an_sfu_kernel_is_known_by_its_op_size_and_cores(tmp_path):
+    """In the words of torch-spyre's cost-model sweep (validate's own rows), or where ``what`` says nothing, by
+    the sweep's names; a softmax chain is one row tile of 256 rows (2048 rows: 8) unless ``what`` states the
+    tiles, with its chain's length less the five base ops as sigmoid stages."""
+    cases = _cases(tmp_path, [
+        {"name": "a", "what": "silu of 2048×8192, 2 cores", "device_us": 9.0},
+        {"name": "b", "what": "mul of two 1024x512, 1 core", "device_us": 9.0},
+        {"name": "c", "what": "min along the row of 4096×2048, 4 cores", "device_us": 9.0},
+        {"name": "d", "what": "softmax 1024×512 in 2 LX tiles, chain of 7 (2 sigmoid stages added), 4 cores",
+         "device_us": 9.0},
+        {"name": "softmax_stages_9_1core", "device_us": 9.0},
+        {"name": "rowmax_2048x8192_4core", "device_us": 9.0},
+        {"name": "gelu_2048x4096_32cores", "device_us": 9.0},
+        {"name": "e", "what": "softmax 2048×512, chain of 3, 1 core", "device_us": 9.0},
+        {"name": "rowneg_64x64_1core", "what": "", "device_us": 9.0}])
+    assert cases["a"].program == pointwise_program("silu", 2048, 8192, 2, "a")
+    assert cases["a"].category == "pointwise (single)"
+    assert cases["b"].program == pointwise_program("mul", 1024, 512, 1, "b", arity=2)
+    assert cases["c"].program == pointwise_program("min", 4096, 2048, 4, "c")
+    assert cases["c"].category == "row reduction (single)"
+    assert (cases["d"].program, cases["d"].tiles) == (softmax_tile_program(2, 4, "d", 512, 512), 2)
+    stages = cases["softmax_stages_9_1core"]
+    assert (stages.program, stages.tiles) == (softmax_tile_program(4, 1, "softmax_stages_9_1core", 256, 512), 8)
+    assert cases["rowmax_2048x8192_4core"].program == pointwise_program("max", 2048, 8192, 4,
+                                                                        "rowmax_2048x8192_4core")
+    assert cases["gelu_2048x4096_32cores"].program == pointwise_program("gelufwd", 2048, 4096, 32,
+                                                                        "gelu_2048x4096_32cores")
+    assert cases["e"].problem == "a softmax chain has at least 5 ops (max, sub, exp, sum, div)"
+    assert cases["rowneg_64x64_1core"].problem.startswith("no program for this figure")
+
+
+def test_a_tiled_figure_times_as_validates_own_row(tmp_path, monkeypatch, spyre):
+    """stages_5_1 as the sweep names it gives the figure of validate's own softmax_stages row: one launch, then
+    the one-tile program (examples/programs/calibration/softmax_stages_5_1core.json) 8 times."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    case = _cases(tmp_path, [{"name": "stages_5_1", "device_us": 591.0}])["stages_5_1"]
+    (point,), _ = run_cases(spyre, [case])
+    report = run(load(ROOT / "examples/programs/calibration/softmax_stages_5_1core.json", spyre), spyre).report
+    assert report.data["card_cycles"] > 2 * report.data["launch_cycles"]  # 8 tiles differ from one
+    assert point.simulated == pytest.approx(_tiled([report]), rel=1e-9)
+
+
+def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path, monkeypatch, spyre):
+    """``device_us`` naming an old and a new division: each runs the split its name maps in ``split``, or the
+    one its name states in words (a dim it leaves out is not split); the two are ranked as one shape and their
+    ratio (first over second) is a point of its own."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    cases = _cases(tmp_path, [
+        {"name": "kv", "what": "matmul [64, 1024] x [1024, 512], decode", "device_us": {"old": 40.0, "new": 20.0},
+         "split": {"old": {"b": 1, "m": 8, "n": 4, "k": 1}, "new": {"n": 8}}},
+        {"name": "up", "what": "matmul [64,1024] x [1024,1024]", "device_us": {"m8_n4": 30.0, "n=8,k=4": 10.0}}])
+    assert cases["kv.old"].program == matmul_program(1, 64, 512, 1024, (1, 8, 4, 1))
+    assert cases["kv.new"].program == matmul_program(1, 64, 512, 1024, (1, 1, 8, 1))
+    assert cases["up.m8_n4"].split == (1, 8, 4, 1)
+    assert cases["up.n=8,k=4"].split == (1, 1, 8, 4)
+    assert {c.shape for c in cases.values() if c.name.startswith(("kv", "up"))} == {"kv", "up"}
+    chosen = [c for name, c in cases.items() if name.startswith("kv")]
+    points, not_run = run_cases(spyre, chosen)
+    times = {p.label: p.simulated for p in points if p.category == "matmul decode (single)"}
+    (ratio,) = [p for p in points if p.category == "division ratio (single)"]
+    assert not not_run
+    assert ratio.measured == 2.0
+    assert ratio.simulated == times["(b, m, n, k) = (1, 8, 4, 1)"] / times["(b, m, n, k) = (1, 1, 8, 1)"]

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from spyre_emu import validate as validate_module
 from spyre_emu.accuracy import Point
-from spyre_emu.calibration import SINGLE, SWEEP, load_cases, matmul_program, split_problem
+from spyre_emu.calibration import SINGLE, SWEEP, load_cases, split_problem
 from spyre_emu.cli import main
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import parse, run
 from spyre_emu.validate import render_calibration
+from spyre_emu.workloads import matmul_program
 from tests.conftest import CALIBRATION_COLUMNS as COLUMNS
 from tests.conftest import calibration_folder
 
@@ -136,7 +137,9 @@ def test_single_figures_take_their_shape_from_what_they_measured(tmp_path):
 
 @pytest.mark.parametrize(("entry", "path", "expected"), [
     ({"device_us": "fast"}, "device_us", "expected a positive number of microseconds, got 'fast'"),
-    ({"device_us": 9.0, "split": {"m": 4}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., 'k': ...}"),
+    ({"device_us": 9.0, "split": {"m": "4"}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., 'k': ...}"),
+    ({"device_us": 9.0, "split": {"m": 4, "q": 2}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., "
+                                                             "'k': ...} (a dim left out is not split)"),
     ({"device_us": 9.0, "pt_util_pct": True}, "pt_util_pct", "expected a positive number or null, got True")])
 def test_a_malformed_single_figure_is_one_line(tmp_path, capsys, entry, path, expected):
     data = calibration_folder(tmp_path, [UNSEEN[0]], [{"name": "qo_x", **entry}])

@@ -8,10 +8,10 @@ import pytest
 from spyre_emu import memo
 from spyre_emu import validate as validate_module
 from spyre_emu.accuracy import Point, shape_fit, spearman
-from spyre_emu.calibration import matmul_program
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render, render_overall
+from spyre_emu.workloads import matmul_program
 from tests.conftest import SHARED
 
 

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from spyre_emu.calibration import matmul_program
 from spyre_emu.engine import layout as L
 from spyre_emu.engine import simulate
 from spyre_emu.engine.pack import pack
 from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import parse_unit_program
+from spyre_emu.workloads import matmul_program
 from tests.conftest import ROOT, program
 
 MB = 1 << 20

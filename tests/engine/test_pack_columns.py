@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from spyre_emu.calibration import matmul_program
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.engine import layout as L
 from spyre_emu.errors import ProgramError
@@ -18,6 +17,7 @@ from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import UnitProgram, parse_unit_program
 from spyre_emu.unit_program.model import matmul_repeat
 from spyre_emu.unit_program.opcodes import SFU_OPS, Op
+from spyre_emu.workloads import matmul_program
 from tests.conftest import ROOT, program
 from tests.reference.programs import unit_programs
 

@@ -7,12 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from spyre_emu.calibration import matmul_program
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import default_layout
 from spyre_emu.lowering import matmul, spans
 from spyre_emu.lowering.placement import stick_of
 from spyre_emu.pipeline import parse, run
+from spyre_emu.workloads import matmul_program
 
 MB256 = 256 << 20
 

@@ -132,13 +132,25 @@ def _sweep_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _sweep_case(row: dict[str, str | None], where: str) -> Case:
-    """A row as a case; a field that is not a positive number is the file's error (one line, naming the row)."""
-    b, m, n, k, *split = (int(_positive(row, x, where)) for x in ("B", "M", "N", "K", *(f"split_{d}" for d in "bmnk")))
+    """A row as a case; a row with a field that is not a positive number is a case that cannot run, its reason
+    naming the row and the column (the other rows still run: one bad row does not void a sweep)."""
+    try:
+        dims = [int(_positive(row, x, where)) for x in ("B", "M", "N", "K", *(f"split_{d}" for d in "bmnk"))]
+        measured = _positive(row, "device_us", where)
+    except SpyreEmuError as exc:
+        return _unreadable(f"{row['role']}_{row['phase']}_row{where.rsplit(' ', 1)[-1]}", exc)
+    b, m, n, k, *split = dims
     family = "bmm" if b > 1 else "matmul"
     shape = f"{row['role']} {row['phase']} [{b},{m},{k}]×[{b},{k},{n}]"
     name = f"{row['role']}_{row['phase']}_{'x'.join(map(str, split))}"
-    return Case(name, f"{family} {row['phase']}", shape, tuple(split), _positive(row, "device_us", where),
+    return Case(name, f"{family} {row['phase']}", shape, tuple(split), measured,
                 matmul_program(b, m, n, k, tuple(split)), source=where, problem=split_problem(b, m, n, k, tuple(split)))
+
+
+def _unreadable(name: str, error: SpyreEmuError) -> Case:
+    """A case whose figure or workload cannot be read: validate lists it as not run, with ``error``'s line."""
+    return Case(name, "", "", None, math.nan, {}, source=error.file or "calibration",
+                problem=": ".join(part for part in (error.path, error.message) if part))
 
 
 def _positive(row: dict[str, str | None], column: str, where: str) -> float:
@@ -166,11 +178,19 @@ def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str
 
 def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
     """The cases of a card-side single figure; an entry whose ``device_us`` maps names to figures (an old and a
-    new work division, two compiler settings) is one case per name, ranked against each other (``_variant``)."""
+    new work division, two compiler settings) is one case per name, ranked against each other (``_variant``).
+    A figure, split or PT utilization of the wrong type makes a case that cannot run, its reason naming the
+    entry's JSON path."""
     figures = case.get("device_us")
-    if not isinstance(figures, dict) or not figures:
-        return [_single_case(name, case, file, f"cases[{name}]")]
-    return [_single_case(f"{name}.{key}", _variant(case, key), file, f"cases[{name}]", shape=name) for key in figures]
+    variants = [(name, case, "")] if not isinstance(figures, dict) or not figures else \
+        [(f"{name}.{key}", _variant(case, key), name) for key in figures]
+    cases = []
+    for variant, entry, shape in variants:
+        try:
+            cases.append(_single_case(variant, entry, file, f"cases[{name}]", shape))
+        except SpyreEmuError as exc:  # a figure of the wrong type: this entry is not run, the others are
+            cases.append(_unreadable(variant, exc))
+    return cases
 
 
 def _variant(case: dict[str, Any], key: str) -> dict[str, Any]:

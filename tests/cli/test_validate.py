@@ -102,15 +102,17 @@ def test_a_case_is_simulated_once_per_code_and_config(monkeypatch, tmp_path):
     monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "1")  # the tests run with it off (conftest.py)
     monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
     memo.clear_memory()
-    job = (matmul_program(1, 64, 128, 128, (1, 1, 1, 1)), load_machine(), "calibration")
+    job = (matmul_program(1, 64, 128, 128, (1, 1, 1, 1)), 1, load_machine(), "calibration")
     first = validate_module._case_figures(job)
     monkeypatch.setattr(validate_module, "parse", lambda *a: pytest.fail("lowered again"))
     assert validate_module._case_figures(job) == first
     memo.clear_memory()
     assert validate_module._case_figures(job) == first
-    other = (job[0], load_machine(overrides=["clock.ghz=1.0"]), "calibration")
+    other = (job[0], 1, load_machine(overrides=["clock.ghz=1.0"]), "calibration")
     with pytest.raises(pytest.fail.Exception, match="lowered again"):
         validate_module._case_figures(other)  # another machine is another key
+    with pytest.raises(pytest.fail.Exception, match="lowered again"):
+        validate_module._case_figures((job[0], 8, *job[2:]))  # so are other tiles
 
 
 def test_tiled_softmax_stages_are_one_launch_and_eight_tiles():

@@ -39,6 +39,7 @@ SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 CORES = re.compile(r"(\d+)\s*cores?\b")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
+SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
 AREA = r"(\d+)\s*[x×]\s*(\d+)"  # rows x columns
 STAGES = re.compile(r"softmax\D{0,40}?" + AREA)  # "softmax 2048×512 in 8 LX tiles, chain of 7, 1 core"
 CHAIN, TILES = re.compile(r"chain of (\d+)"), re.compile(r"(\d+)\s*(?:lx\s+|row\s+)?tiles")
@@ -199,11 +200,21 @@ def _variant(case: dict[str, Any], key: str) -> dict[str, Any]:
     leaves out is not split), else the entry's one split."""
     def of(value: Any) -> Any:
         return value[key] if isinstance(value, dict) and key in value else value
-    stated = SPLIT_WORDS.findall(str(key).lower())
     split = case.get("split")
-    if not (isinstance(split, dict) and key in split) and stated and len({d for d, _ in stated}) == len(stated):
-        split = {d: int(cut) for d, cut in stated}
+    if not (isinstance(split, dict) and key in split):
+        split = _stated_split(str(key)) or split
     return {**case, "device_us": of(case["device_us"]), "split": of(split), "pt_util_pct": of(case.get("pt_util_pct"))}
+
+
+def _stated_split(text: str) -> dict[str, int] | None:
+    """The division ``text`` states, as a split entry ("(b, m, n, k) = (1, 8, 4, 1)", "m=8, n=4", "m8_n4"; a dim
+    it leaves out is not split), or None where it states none or names a dim twice."""
+    text = text.lower()
+    found = SPLIT_TUPLE.search(text)
+    if found:
+        return dict(zip("bmnk", map(int, found.groups()), strict=True))
+    words = SPLIT_WORDS.findall(text)
+    return {d: int(cut) for d, cut in words} if words and len({d for d, _ in words}) == len(words) else None
 
 
 def _single_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
@@ -275,10 +286,14 @@ def _kernel_case(name: str, category: str, shape: str, program: dict[str, Any], 
 
 
 def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
-    """The entry's shape with its published split; with none (the production compiler's own, not published),
-    the tuned PR's (4, 8) division, or where the shape cannot take it, the division that loads the least."""
+    """The entry's shape with its published split (its ``split``, else the one its ``what`` states after "split"
+    or "division"); with none (the production compiler's own, not published), the tuned PR's (4, 8) division,
+    or where the shape cannot take it, the division that loads the least."""
     b, m, n, k = _shape(name, case)
     split = case.get("split")
+    if split is None:  # stated after "split" in `what` ("K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4")?
+        words = re.split(r"\b(?:split|division)\b", str(case.get("what", "")).lower(), maxsplit=1)
+        split = (len(words) > 1 and _stated_split(words[1])) or None
     if split is None:
         split = unpublished_split(b, m, n, k)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):

@@ -38,6 +38,19 @@ def test_a_matmul_is_known_by_its_shape_whatever_its_name(tmp_path):
     assert cases["attn_scores"].category == "bmm prefill (single)"
 
 
+def test_a_split_stated_in_words_is_the_one_run(tmp_path):
+    """With no ``split``, the division ``what`` states after "split" or "division" (as issue 12 and validate's own
+    tables write them); a dim it leaves out is not split; text that states none keeps the unpublished rule."""
+    cases = _cases(tmp_path, [
+        {"name": "kv", "what": "K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4", "device_us": 60.5},
+        {"name": "av", "what": "attn@V [32,64,576] x [32,576,128], division (b, m, n, k) = (2, 8, 2, 1)",
+         "device_us": 59.7},
+        {"name": "own", "what": "matmul [1,512,4096] x [4096,4096], its own split", "device_us": 358.0}])
+    assert cases["kv"].split == (1, 8, 4, 1)
+    assert cases["av"].split == (2, 8, 2, 1)
+    assert cases["own"].split == (1, 4, 8, 1)
+
+
 def test_anunpublished_split_is_the_tuned_one_or_the_least_loading():
     """(4, 8) where the shape takes it evenly; else, for [4, 64, 128] x [4, 128, 128] (N and K 2 sticks), the
     even divisions of 32 and a core's elements read and written, (B/b)(M/m K + K N/n + M/m N/n):

@@ -1,12 +1,13 @@
 """The public silicon measurements of ``../shared/calibration/`` as cases the simulator can run.
 
-``matmul_split_sweep.csv``: one matmul per row (Granite-3.3-8B shapes, a forced work division),
-its device time. ``measurements.json``: single figures; those about the card (tuned prefill
-matmuls and their PT utilization, the production compiler's time for the same shapes, LX-to-LX
-ring moves) become cases here; the whole calls (a kernel launch's host phases, a wall time with the
-host in it, a whole block) are returned as they are, for validate_host.py, with the one whole call the
-project quotes from elsewhere (``QUOTED``: issue 12's SwiGLU range). Nothing here feeds the model: a
-case is a program and a measured figure.
+``matmul_split_sweep.csv``: one matmul per row (Granite-3.3-8B shapes, a forced work division), its device
+time. ``measurements.json``: single figures; those about the card (matmuls and their PT utilization, the
+production compiler's time for the same shapes, LX-to-LX ring moves, SFU kernels: a pointwise op, a row
+reduction, a softmax chain in row tiles) become cases here, each known by what its ``what`` states
+(``workloads.py`` builds its program), one measured two ways as a case per way; the whole calls (a kernel
+launch's host phases, a wall time with the host in it, a whole block) are returned as they are, for
+validate_host.py, with the one whole call the project quotes from elsewhere (``QUOTED``: issue 12's SwiGLU
+range). Nothing here feeds the model: a case is a program and a measured figure.
 """
 
 from __future__ import annotations

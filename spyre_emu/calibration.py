@@ -296,7 +296,8 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         words = re.split(r"\b(?:split|division)\b", str(case.get("what", "")).lower(), maxsplit=1)
         split = (len(words) > 1 and _stated_split(words[1])) or None
     if split is None:
-        split = unpublished_split(b, m, n, k)
+        cores = CORES.search(str(case.get("what", "")))
+        split = unpublished_split(b, m, n, k, int(cores.group(1)) if cores else 32)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
         split = tuple(split.get(x, 1) for x in "bmnk")
     else:
@@ -312,19 +313,21 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
 
 
 def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
-    """``TUNED_SPLIT`` where every dim takes it evenly; else the even (b, m, n) division of ``cores`` whose core
-    reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would pick;
-    a shape no even division fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
+    """``TUNED_SPLIT`` where every dim takes it evenly on 32 cores; else the (b, m, n) division of ``cores`` whose
+    core reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would
+    pick: an even one where one fits, else one of unequal slices the card can run (SuperDSC's cut); a shape
+    no division of ``cores`` fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
     def even(split: tuple[int, ...]) -> bool:
         return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
-    if even(TUNED_SPLIT) and b == 1:
+    if even(TUNED_SPLIT) and b == 1 and cores == 32:
         return TUNED_SPLIT
     splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
               if cores % (sb * sm) == 0]
-    fits = [s for s in splits if even(s) and (b > 1 or s[0] == 1)]
+    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)]
+    fits = [s for s in runnable if even(s)] or runnable
 
     def load(s: tuple[int, ...]) -> tuple[float, int, int]:
-        batches, rows, cols = b / s[0], m / s[1], n / s[2]
+        batches, rows, cols = -(-b // s[0]), -(-m // s[1]), -(-slice_units(b, m, n, k)[2] // s[2]) * 64
         return batches * (rows * k + k * cols + rows * cols), -s[2], -s[1]
     return min(fits, key=load) if fits else TUNED_SPLIT
 
@@ -346,11 +349,13 @@ def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: 
 
 def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
     """(B, M, N, K) from the entry's ``what`` ("matmul [1,512,4096] x [4096,4096]", "[M,K] x [K,N]", or
-    batched "[B,M,K] x [B,K,N]"); where it states none, the Granite-3.3-8B prefill shape its name stands for."""
+    batched "[B,M,K] x [B,K,N]"; a 3-D input times a 2-D weight is a linear layer over B × M rows, as
+    "decode matmul [4,1,4096]×[4096,25600]" is); where it states none, the Granite-3.3-8B prefill shape its name
+    stands for."""
     found = SHAPE.search(str(case.get("what", "")))
     if found:
         b, m, k, b2, k2, n = (int(g) if g else None for g in found.groups())
-        b = b or 1
+        b, m = (b or 1, m) if b2 else (1, (b or 1) * m)
         if k == k2 and b2 in (None, b) and min(b, m, k, n) > 0:
             return b, m, n, k
     return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096

@@ -51,6 +51,21 @@ def test_a_split_stated_in_words_is_the_one_run(tmp_path):
     assert cases["own"].split == (1, 4, 8, 1)
 
 
+def test_a_design_row_written_as_a_single_figure_runs_as_validate_runs_it(tmp_path, monkeypatch, spyre):
+    """DESIGN.md's decode rows as their source words them: a 3-D input times a 2-D weight is a linear layer over
+    B × M rows, and the cores stated (25) take the division that fits them (the 400 column sticks, 16 each),
+    which is validate's own program for the row (examples/programs/calibration): the same simulated time."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    cases = _cases(tmp_path, [
+        {"name": "d1", "what": "decode matmul [1,1,4096]×[4096,25600], 25 cores", "device_us": 1762.0},
+        {"name": "d4", "what": "decode matmul [4,1,4096]×[4096,25600], 32 cores", "device_us": 1389.0}])
+    assert cases["d1"].split == (1, 1, 25, 1)
+    assert cases["d4"].program["kernels"][0]["dims"] == {"mb": 4, "out": 25600, "in": 4096}
+    (point,), _ = run_cases(spyre, [cases["d1"]])
+    own = run(load(ROOT / "examples/programs/calibration/decode_1x4096x25600_25cores.json", spyre), spyre).report
+    assert point.simulated == pytest.approx(own.data["latency_us"], abs=1e-5)
+
+
 def test_anunpublished_split_is_the_tuned_one_or_the_least_loading():
     """(4, 8) where the shape takes it evenly; else, for [4, 64, 128] x [4, 128, 128] (N and K 2 sticks), the
     even divisions of 32 and a core's elements read and written, (B/b)(M/m K + K N/n + M/m N/n):
@@ -58,7 +73,9 @@ def test_anunpublished_split_is_the_tuned_one_or_the_least_loading():
     assert unpublished_split(1, 512, 4096, 4096) == (1, 4, 8, 1)
     assert unpublished_split(1, 1, 4096, 4096) == (1, 1, 32, 1)  # one row: only N can take 32
     assert unpublished_split(4, 64, 128, 128) == (4, 4, 2, 1)
-    assert unpublished_split(2, 8, 64, 64) == (1, 4, 8, 1)  # no even division fits: validate reports its problem
+    assert unpublished_split(1, 1, 25600, 4096) == (1, 1, 32, 1)  # none even: 400 sticks cut 13 or 12 (uneven)
+    assert unpublished_split(1, 1, 25600, 4096, cores=25) == (1, 1, 25, 1)
+    assert unpublished_split(2, 8, 64, 64) == (1, 4, 8, 1)  # no division of 32 fits: validate reports its problem
 
 
 def test_a_ring_move_is_known_by_the_bytes_it_states(tmp_path):

@@ -20,13 +20,13 @@ from dataclasses import astuple, fields
 from pathlib import Path
 
 import numpy as np
-from checkout import child_json, reference_checkout
+from checkout import child_json, first_module, reference_checkout
 from sweep_cases import SLOWEST
 
 from spyre_emu import pipeline
 from spyre_emu.config import load_machine
-from spyre_emu.workloads import matmul_program
 
+calibration = first_module("spyre_emu.validation.calibration", "spyre_emu.calibration")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -56,7 +56,7 @@ def child(names: list[str]) -> dict[str, list[str]]:
             program = pipeline.load(ROOT / "examples" / "programs" / name, machine)
         else:
             b, m, n, k, *split = (int(x) for x in name.split(",")[2:])
-            program = pipeline.parse(matmul_program(b, m, n, k, tuple(split)), machine, "calibration")
+            program = pipeline.parse(calibration.matmul_program(b, m, n, k, tuple(split)), machine, "calibration")
         report = pipeline.run(program, machine, cache=False).report
         out[name] = [unit_digest(program.units), hashlib.sha256(report.to_json().encode()).hexdigest()]
     return out

@@ -12,7 +12,7 @@ a temporary worktree) runs the same cases in its own children, so each line show
 and whether the latency is equal.
 
 ``--all``: instead, the wall time of the whole sweep set (every row of the CSV) as ``spyre-emu validate``
-runs it, ``validate.run_calibration`` in the local process pool (``SPYRE_EMU_WORKERS``, default the CPUs),
+runs it, ``validation.cases.run_calibration`` in the local process pool (``SPYRE_EMU_WORKERS``, default the CPUs),
 result cache off, once per checkout, and whether every case's figures are equal.
 """
 
@@ -27,14 +27,13 @@ import resource
 import time
 from pathlib import Path
 
-from checkout import child_json, reference_checkout
+from checkout import child_json, first_module, reference_checkout
 from stages import timed_stages
 
 import spyre_emu
-from spyre_emu.calibration import DEFAULT_DATA, SWEEP, load_cases
 from spyre_emu.config import load_machine
-from spyre_emu.workloads import matmul_program
 
+calibration = first_module("spyre_emu.validation.calibration", "spyre_emu.calibration")
 ROOT = Path(__file__).resolve().parents[1]
 SLOWEST = ["mlp_up,prefill,1,512,12800,4096,1,1,1,32", "mlp_up,prefill,1,512,12800,4096,1,32,1,1",
            "mlp_up,decode,1,64,12800,4096,1,32,1,1"]  # the three over 10 s in docs/speed.md
@@ -54,8 +53,8 @@ def child(case: str, repeat: int) -> dict:
     for _ in range(repeat):
         spent.clear()
         start = time.perf_counter()
-        report = pipeline.run(pipeline.parse(matmul_program(b, m, n, k, tuple(split)), machine, "calibration"),
-                              machine, cache=False).report
+        program = pipeline.parse(calibration.matmul_program(b, m, n, k, tuple(split)), machine, "calibration")
+        report = pipeline.run(program, machine, cache=False).report
         wall = time.perf_counter() - start
         if wall < best:
             best, stages, latency = wall, dict(spent), report.data["latency_us"]
@@ -65,12 +64,13 @@ def child(case: str, repeat: int) -> dict:
 
 def child_all(folder: Path) -> dict:
     """Time the whole sweep set of ``folder`` through validate's parallel path, in this process and its pool."""
-    validate, pool = importlib.import_module("spyre_emu.validate"), importlib.import_module("spyre_emu.pool")
-    with open(folder / SWEEP) as f:
+    cases_module, pool = first_module("spyre_emu.validation.cases", "spyre_emu.validate"), importlib.import_module(
+        "spyre_emu.pool")
+    with open(folder / calibration.SWEEP) as f:
         rows = len(list(csv.DictReader(f)))
-    cases = load_cases(folder)[0][:rows]  # the sweep's cases come first, one per row
+    cases = calibration.load_cases(folder)[0][:rows]  # the sweep's cases come first, one per row
     start = time.perf_counter()
-    points = validate.run_calibration(load_machine(), cases)
+    points = cases_module.run_calibration(load_machine(), cases)
     return {"wall_s": time.perf_counter() - start, "cases": len(cases), "workers": pool.workers(),
             "latency_us": [p.simulated for p in points]}
 
@@ -114,11 +114,11 @@ def main() -> None:
                 print(f"{'':<44} reference: " + ", ".join(f"{k} {v:.2f}" for k, v in ref["stages_s"].items()))
 
 def whole_set(root: Path, ref_root: Path | None) -> None:
-    new = measure(root, f"all={DEFAULT_DATA}", 1)
+    new = measure(root, f"all={calibration.DEFAULT_DATA}", 1)
     line = f"whole sweep set: {new['cases']} cases, {new['workers']} workers  {new['wall_s']:7.1f} s"
     print(line, flush=True)
     if ref_root:
-        ref = measure(ref_root, f"all={DEFAULT_DATA}", 1)
+        ref = measure(ref_root, f"all={calibration.DEFAULT_DATA}", 1)
         same = "figures equal" if ref["latency_us"] == new["latency_us"] else "FIGURES DIFFER"
         line += f"  reference {ref['wall_s']:7.1f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
     print(line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spyre_emu.workloads import fp16_tensor, pointwise_program, softmax_tile_program
+from spyre_emu.validation.workloads import fp16_tensor, pointwise_program, softmax_tile_program
 
 OUT = Path(__file__).parent / "programs" / "calibration"
 

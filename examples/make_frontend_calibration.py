@@ -4,7 +4,7 @@
 Three measurements of ../shared/calibration/measurements.json are whole calls, not one hand-made
 kernel: torch-spyre's examples/mean.py (one launch, timed per phase on the host), a fused SDPA
 (wall time per call) and one Granite-3.3-8B block (device time); a fourth, a tuned SwiGLU prefill's
-PT utilization, is a range issue 12 quotes (spyre_emu/calibration.py). Each is compiled here through the
+PT utilization, is a range issue 12 quotes (spyre_emu/validation/calibration.py). Each is compiled here through the
 front end (`torch.compile(backend="spyre_emu")`, timing-only on meta tensors) and the kernel
 programs it launches are written in launch order. spyre_emu/ never imports torch, so validate does
 not compile: it simulates these programs and runs the host model over them.

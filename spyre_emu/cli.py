@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from . import pool
-from .calibration import DEFAULT_DATA, SINGLE, load_cases
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import ConfigError, SpyreEmuError
@@ -30,9 +29,11 @@ from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
-from .validate import MEASUREMENTS, PROGRAMS, plot_calibration, render_calibration, render_overall, run_cases, validate
-from .validate import render as render_validation
-from .validate_host import host_cases, render_host
+from .validation.calibration import DEFAULT_DATA, SINGLE, load_cases
+from .validation.cases import plot_calibration, render_calibration, run_cases
+from .validation.host import host_cases, render_host
+from .validation.measurements import MEASUREMENTS, PROGRAMS, render_overall, validate
+from .validation.measurements import render as render_validation
 
 EXIT_USAGE = 2
 EXIT_SLOWER = 1  # compare, check: a row is slower than allowed

@@ -12,8 +12,8 @@ PACKAGE = ROOT / "spyre_emu"
 MAX_LINES = 400
 # A stage may import only what is at or below it on the path (and the shared leaves).
 ORDER = ["errors", "files", "config", "numerics", "unit_program", "kernel_program", "lowering", "engine", "reference",
-         "results", "host_data", "memo", "pool", "pipeline", "gemm",
-         "calibration", "accuracy", "validate", "host", "validate_host", "sweep", "serving", "cli", "entry"]
+         "results", "host_data", "memo", "pool", "pipeline", "gemm", "host", "validation", "sweep", "serving", "cli",
+         "entry"]
 
 
 def _modules():

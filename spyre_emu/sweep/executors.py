@@ -50,7 +50,7 @@ def _warm() -> None:
     """Simulate a one-core matmul: the engine's jitted code is loaded (or compiled) before any point."""
     from ..config import load_machine  # noqa: PLC0415
     from ..pipeline import parse, run  # noqa: PLC0415
-    from ..workloads import matmul_program  # noqa: PLC0415 -- the worker's first import of the simulator
+    from ..validation.workloads import matmul_program  # noqa: PLC0415 -- the worker's first import of the simulator
     machine = load_machine()
     run(parse(matmul_program(1, 64, 64, 64, (1, 1, 1, 1)), machine, "warm-up"), machine, cache=False)
 

@@ -22,7 +22,7 @@ from ..errors import ConfigError, SpyreEmuError
 from ..files import read_bytes
 from ..pipeline import parse, run
 from ..unit_program.load import read_json
-from ..workloads import matmul_program
+from ..validation.workloads import matmul_program
 from .space import Point
 
 FIGURES = ("latency_us", "cycles", "cores", "instructions", "pt_utilization", "dram_gb_per_s", "error")

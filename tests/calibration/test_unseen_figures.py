@@ -6,11 +6,12 @@ dropped unseen."""
 
 import pytest
 
-from spyre_emu.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
 from spyre_emu.cli import main
 from spyre_emu.pipeline import load, run
-from spyre_emu.validate import _tiled, run_cases
-from spyre_emu.workloads import (
+from spyre_emu.validation.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
+from spyre_emu.validation.cases import run_cases
+from spyre_emu.validation.measurements import _tiled
+from spyre_emu.validation.workloads import (
     matmul_program,
     pointwise_program,
     ring_scatter_program,

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spyre_emu import validate as validate_module
-from spyre_emu.accuracy import Point
-from spyre_emu.calibration import SINGLE, SWEEP, load_cases, split_problem
 from spyre_emu.cli import main
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import parse, run
-from spyre_emu.validate import render_calibration
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation import cases as cases_module
+from spyre_emu.validation.accuracy import Point
+from spyre_emu.validation.calibration import SINGLE, SWEEP, load_cases, split_problem
+from spyre_emu.validation.cases import render_calibration
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import CALIBRATION_COLUMNS as COLUMNS
 from tests.conftest import calibration_folder
 
@@ -193,16 +193,16 @@ def test_a_bug_on_one_case_is_reported_and_the_others_run(monkeypatch, spyre, tm
     """An unexpected exception while one case runs (a bug, not bad input) is that case's reason, not the end of
     validate: the other cases still give their points."""
     monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")  # in this process, so that the patch below applies
-    calls, real = [], validate_module.run
+    calls, real = [], cases_module.run
 
     def buggy_first(program, machine, **kwargs):
         calls.append(program)
         if len(calls) == 1:
             raise IndexError("a bug")
         return real(program, machine, **kwargs)
-    monkeypatch.setattr(validate_module, "run", buggy_first)
+    monkeypatch.setattr(cases_module, "run", buggy_first)
     cases = load_cases(calibration_folder(tmp_path, [UNSEEN[0], UNSEEN[1]]))[0]
-    points, not_run = validate_module.run_cases(spyre, cases)
+    points, not_run = cases_module.run_cases(spyre, cases)
     assert [p.label for p in points] == ["(b, m, n, k) = (1, 1, 32, 1)"]
     assert [n.reason for n in not_run] == [f"{tmp_path / SWEEP} row 2: internal error, please report it: "
                                            "IndexError: a bug"]

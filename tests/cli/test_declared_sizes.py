@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import ROOT
 
 LIMIT_BYTES = 3 << 30        # address space of the child: keeps a regression from swapping the machine

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spyre_emu.cli import main
-from spyre_emu.validate import MEASUREMENTS, PROGRAMS
+from spyre_emu.validation.measurements import MEASUREMENTS, PROGRAMS
 from tests.cli.mutations import NASTY_INTS, VALUES, mutated
 from tests.cli.test_fuzz import BUDGET_S, CASES, FUZZ, MAX_CYCLES, SMALL_PROGRAM, Hang, _budget, _log
 from tests.conftest import ROOT, SHARED

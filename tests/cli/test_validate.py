@@ -6,12 +6,21 @@ from types import SimpleNamespace
 import pytest
 
 from spyre_emu import memo
-from spyre_emu import validate as validate_module
-from spyre_emu.accuracy import Point, shape_fit, spearman
 from spyre_emu.cli import main
 from spyre_emu.config import load_machine
-from spyre_emu.validate import MEASUREMENTS, MISS, Measurement, Row, _tiled, mean_abs_error, render, render_overall
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation import cases as cases_module
+from spyre_emu.validation.accuracy import Point, shape_fit, spearman
+from spyre_emu.validation.measurements import (
+    MEASUREMENTS,
+    MISS,
+    Measurement,
+    Row,
+    _tiled,
+    mean_abs_error,
+    render,
+    render_overall,
+)
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import SHARED
 
 
@@ -103,16 +112,16 @@ def test_a_case_is_simulated_once_per_code_and_config(monkeypatch, tmp_path):
     monkeypatch.setenv("SPYRE_EMU_CACHE", str(tmp_path))
     memo.clear_memory()
     job = (matmul_program(1, 64, 128, 128, (1, 1, 1, 1)), 1, load_machine(), "calibration")
-    first = validate_module._case_figures(job)
-    monkeypatch.setattr(validate_module, "parse", lambda *a: pytest.fail("lowered again"))
-    assert validate_module._case_figures(job) == first
+    first = cases_module._case_figures(job)
+    monkeypatch.setattr(cases_module, "parse", lambda *a: pytest.fail("lowered again"))
+    assert cases_module._case_figures(job) == first
     memo.clear_memory()
-    assert validate_module._case_figures(job) == first
+    assert cases_module._case_figures(job) == first
     other = (job[0], 1, load_machine(overrides=["clock.ghz=1.0"]), "calibration")
     with pytest.raises(pytest.fail.Exception, match="lowered again"):
-        validate_module._case_figures(other)  # another machine is another key
+        cases_module._case_figures(other)  # another machine is another key
     with pytest.raises(pytest.fail.Exception, match="lowered again"):
-        validate_module._case_figures((job[0], 8, *job[2:]))  # so are other tiles
+        cases_module._case_figures((job[0], 8, *job[2:]))  # so are other tiles
 
 
 def test_tiled_softmax_stages_are_one_launch_and_eight_tiles():

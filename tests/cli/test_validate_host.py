@@ -1,4 +1,4 @@
-"""validate's whole calls (spyre_emu/validate_host.py): the host model's figures by hand, the block's classes by
+"""validate's whole calls (spyre_emu/validation/host.py): the host model's figures by hand, the block's classes by
 hand, the section in docs/validation.md, and bad input as one line."""
 
 import json
@@ -7,7 +7,7 @@ from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.host import load_host
 from spyre_emu.results import Report
-from spyre_emu.validate_host import (
+from spyre_emu.validation.host import (
     STORED,
     HostRow,
     Launched,

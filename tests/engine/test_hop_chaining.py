@@ -10,7 +10,7 @@ from spyre_emu.engine import simulate
 from spyre_emu.engine.pack import pack
 from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import parse_unit_program
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import ROOT, program
 
 MB = 1 << 20

@@ -17,7 +17,7 @@ from spyre_emu.pipeline import load_program, parse
 from spyre_emu.unit_program import UnitProgram, parse_unit_program
 from spyre_emu.unit_program.model import matmul_repeat
 from spyre_emu.unit_program.opcodes import SFU_OPS, Op
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import ROOT, program
 from tests.reference.programs import unit_programs
 

@@ -10,7 +10,7 @@ from spyre_emu.errors import ProgramError
 from spyre_emu.lowering import matmul
 from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
 from spyre_emu.pipeline import load, parse, run
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 
 
 def _program(tmp_path, m, k, n, sm, sn, dims_order=("mb", "in", "out"), sk=1):

@@ -12,7 +12,7 @@ from spyre_emu.kernel_program import default_layout
 from spyre_emu.lowering import matmul, spans
 from spyre_emu.lowering.placement import stick_of
 from spyre_emu.pipeline import parse, run
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 
 MB256 = 256 << 20
 

@@ -17,7 +17,7 @@ from spyre_emu.pipeline import parse, run
 from spyre_emu.sweep import MatmulTask, ProgramTask, Table, grid_search, sweep, to_tune, tune_trainable
 from spyre_emu.sweep import executors as executors_module
 from spyre_emu.sweep.plots import heatmap, line, pareto, pareto_front
-from spyre_emu.workloads import matmul_program
+from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import ROOT
 
 SMALL = {"M": 64, "N": 256, "K": 256}

@@ -6,7 +6,7 @@ production compiler's time for the same shapes, LX-to-LX ring moves, SFU kernels
 reduction, a softmax chain in row tiles) become cases here, each known by what its ``what`` states
 (``workloads.py`` builds its program), one measured two ways as a case per way; the whole calls (a kernel
 launch's host phases, a wall time with the host in it, a whole block) are returned as they are, for
-validate_host.py, with the one whole call the project quotes from elsewhere (``QUOTED``: issue 12's SwiGLU
+host.py, with the one whole call the project quotes from elsewhere (``QUOTED``: issue 12's SwiGLU
 range). Nothing here feeds the model: a case is a program and a measured figure.
 """
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SpyreEmuError
-from .files import read_bytes
-from .kernel_program.ops import OPS
+from ..errors import SpyreEmuError
+from ..files import read_bytes
+from ..kernel_program.ops import OPS
 from .workloads import (
     REDUCTIONS,
     matmul_program,
@@ -33,7 +33,7 @@ from .workloads import (
     softmax_tile_program,
 )
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration"
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
 SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
     r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
@@ -52,9 +52,9 @@ POINTWISE = re.compile(r"\b(" + "|".join(POINTWISE_WORDS) + r") of (?:two )?" + 
 KERNEL_NAME = re.compile(r"(row)?([a-z]+)_(\d+)x(\d+)_(\d+)cores?$")  # "neg_8192x2048_1core", "rowmax_..."
 STAGE_ROWS = 256  # softmax_stages' row tile (2048 rows in 8 tiles), where an entry states no tile count
 TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
-WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # validate_host.py runs them
+WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # host.py runs them
                "swiglu_granite_prefill")
-QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; validate_host.py runs them
+QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; host.py runs them
     "swiglu_granite_prefill": {
         "name": "swiglu_granite_prefill",
         "what": "a tuned SwiGLU MLP prefill (gate, up, silu, mul, down)",

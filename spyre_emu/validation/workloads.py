@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .kernel_program import FORMAT as KERNEL_FORMAT
-from .unit_program.load import FORMAT as UNIT_FORMAT
+from ..kernel_program import FORMAT as KERNEL_FORMAT
+from ..unit_program.load import FORMAT as UNIT_FORMAT
 
 REDUCTIONS = ("sum", "max", "mean", "min")  # along the row (the stick): one value per row
 

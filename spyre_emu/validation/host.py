@@ -21,7 +21,7 @@ Three measurements of measurements.json time whole calls through torch-spyre, no
 
 The kernel programs are the torch front end's, written ahead by examples/make_frontend_calibration.py
 (spyre_emu never imports torch); the measured figures are read from measurements.json. Why a row
-misses lives here, as validate.py's analysis does for its rows.
+misses lives here, as measurements.py's analysis does for its rows.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import Machine
+from ..errors import SpyreEmuError
+from ..host import Host, Launch, simulate_host
+from ..pipeline import Program, parse, timings
+from ..results import Report
+from ..unit_program.load import read_json
 from .accuracy import mean_abs_error
-from .config import Machine
-from .errors import SpyreEmuError
-from .host import Host, Launch, simulate_host
-from .pipeline import Program, parse, timings
-from .results import Report
-from .unit_program.load import read_json
-from .validate import MISS, signed_percent
+from .measurements import MISS, signed_percent
 
 FORMAT = "spyre-emu.launches"
 CLASSES = ("matmul", "attention", "norm", "relayout", "pointwise")

@@ -21,6 +21,8 @@ from .accuracy import Point, fits, mean_abs_error
 from .calibration import Case
 from .measurements import MISS, signed_percent
 
+RATIO = "division ratio (single)"
+UNTIMED = ("PT utilization", RATIO)  # categories whose figures are not device times
 
 @dataclass(frozen=True)
 class NotRun:
@@ -53,9 +55,8 @@ def _pair_ratios(ran: list[tuple[Case, tuple[float, float]]]) -> list[Point]:
     for case, (us, _) in ran:
         if case.shape and case.category.endswith("(single)"):
             pairs.setdefault(case.shape, []).append((case, us))
-    return [Point("division ratio (single)", "", f"{shape}: {a.name} / {b.name}", a.measured_us / b.measured_us,
-                  us_a / us_b) for shape, ((a, us_a), (b, us_b)) in
-            ((shape, pair) for shape, pair in pairs.items() if len(pair) == 2)]
+    return [Point(RATIO, "", f"{shape}: {a.name} / {b.name}", a.measured_us / b.measured_us, us_a / us_b)
+            for shape, pair in pairs.items() if len(pair) == 2 for (a, us_a), (b, us_b) in [pair]]
 
 
 def run_calibration(machine: Machine, cases: list[Case], progress: Callable[[str], None] | None = None) -> list[Point]:
@@ -106,7 +107,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
         lines.append(f"| {c.category} | {c.points} | {100 * c.mean_abs_error:.1f} % | "
                      + (f"{_rho(float(np.mean(rho)))}, {_rho(min(rho))}" if rho else "—") + " | "
                      + (f"{100 * np.mean(regret):.1f} %, {100 * max(regret):.1f} % |" if c.shapes else "— |"))
-    timed = [p for p in points if p.category != "PT utilization"]
+    timed = [p for p in points if p.category not in UNTIMED]
     mae = mean_abs_error(timed)
     lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
               f"(target ≤ {100 * MISS:.0f} %).", "",
@@ -138,7 +139,7 @@ def plot_calibration(points: list[Point], path: Path) -> bytes:
     """Simulated against measured device time, log-log, one colour per category, as PNG bytes."""
     fig = Figure(figsize=(6.4, 5.6))
     ax = fig.subplots()
-    timed = [p for p in points if p.category != "PT utilization"]
+    timed = [p for p in points if p.category not in UNTIMED]
     for category in dict.fromkeys(p.category for p in timed):
         mine = [p for p in timed if p.category == category]
         ax.scatter([p.measured for p in mine], [p.simulated for p in mine], s=14, label=category)

@@ -13,7 +13,11 @@ and whether the latency is equal.
 
 ``--all``: instead, the wall time of the whole sweep set (every row of the CSV) as ``spyre-emu validate``
 runs it, ``validation.cases.run_calibration`` in the local process pool (``SPYRE_EMU_WORKERS``, default the CPUs),
-result cache off, once per checkout, and whether every case's figures are equal.
+result cache off, once per checkout, and whether every case's figures are equal (the cases that differ, named).
+
+``--each``: every row of the sweep on its own, one after another, each in a child forked from one warm process
+(so its peak resident memory includes the imports, as a fresh process's would): the slowest rows, the largest
+peak, and how many rows take over 10 s or 2 GB (issue 13's per-case bars). This tree only.
 """
 
 from __future__ import annotations
@@ -72,7 +76,42 @@ def child_all(folder: Path) -> dict:
     start = time.perf_counter()
     points = cases_module.run_calibration(load_machine(), cases)
     return {"wall_s": time.perf_counter() - start, "cases": len(cases), "workers": pool.workers(),
-            "latency_us": [p.simulated for p in points]}
+            "latency_us": [p.simulated for p in points], "labels": [f"{c.name} {c.split}" for c in cases]}
+
+
+def each_row(folder: Path) -> list[dict]:
+    """Every sweep row of ``folder`` in a child forked from this (warm) process: wall time, latency, peak RSS."""
+    with open(folder / calibration.SWEEP) as f:
+        rows = list(csv.DictReader(f))
+    machine, pipeline = load_machine(), importlib.import_module("spyre_emu.pipeline")
+    out = []
+    for i, row in enumerate(rows):
+        dims = [int(row[key]) for key in ("B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k")]
+        program = calibration.matmul_program(*dims[:4], tuple(dims[4:]))
+        if i == 0:  # warm: numba's cache loaded before the first child forks
+            pipeline.run(pipeline.parse(program, machine, "calibration"), machine, cache=False)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child never returns into the loop, whatever happens
+            code = 1
+            try:
+                os.close(read)
+                start = time.perf_counter()
+                report = pipeline.run(pipeline.parse(program, machine, "calibration"), machine, cache=False).report
+                os.write(write, json.dumps([time.perf_counter() - start, report.data["latency_us"]]).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read) as f:
+            text = f.read()
+        _, status, usage = os.wait4(pid, 0)
+        if status != 0:
+            raise SystemExit(f"row {i + 2} ({row['role']},{row['phase']},{dims}) failed in its child")
+        wall, latency = json.loads(text)
+        out.append({"row": f"{row['role']},{row['phase']}," + ",".join(map(str, dims)), "wall_s": wall,
+                    "latency_us": latency, "peak_mb": usage.ru_maxrss // 1024})
+    return out
 
 
 def measure(root: Path, case: str, repeat: int) -> dict:
@@ -86,8 +125,12 @@ def main() -> None:
     ap.add_argument("--reference", help="a git revision to compare against (run from a temporary worktree)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--all", action="store_true", help="time the whole sweep set in the process pool instead")
+    ap.add_argument("--each", action="store_true", help="time every sweep row on its own (this tree only)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.each:
+        each()
+        return
     if args.child:
         whole = args.child.startswith("all=")  # the data folder of this tree: the reference's may have none
         print(json.dumps(child_all(Path(args.child[4:])) if whole else child(args.child, args.repeat)))
@@ -119,9 +162,29 @@ def whole_set(root: Path, ref_root: Path | None) -> None:
     print(line, flush=True)
     if ref_root:
         ref = measure(ref_root, f"all={calibration.DEFAULT_DATA}", 1)
-        same = "figures equal" if ref["latency_us"] == new["latency_us"] else "FIGURES DIFFER"
+        # equal up to the report's rounding (latency_us to 1e-6 µs; since 9622e9a validate works out µs from the
+        # launch's and the tiles' cycles instead): a cycle is about 1e-3 µs, so any cycle that moves still shows
+        pairs = zip(new.get("labels", ref.get("labels", [])), new["latency_us"], ref["latency_us"], strict=True)
+        differ = [(label, a, b) for label, a, b in pairs if abs(a - b) > 1e-6]
+        same = "figures equal" if not differ else f"FIGURES DIFFER in {len(differ)} of {new['cases']} cases"
         line += f"  reference {ref['wall_s']:7.1f} s  speed-up x{ref['wall_s'] / new['wall_s']:.2f}  {same}"
     print(line)
+    if ref_root and differ:
+        print("the cases that differ (this tree against the reference, µs):")
+        for label, a, b in differ:
+            print(f"  {label:<60} {a:12.2f} {b:12.2f}  {100 * (a - b) / b:+.2f} %")
+
+
+def each() -> None:
+    """Print ``--each``'s figures: the 10 slowest rows, the largest peak, the rows over the bars."""
+    rows = each_row(calibration.DEFAULT_DATA)
+    rows.sort(key=lambda r: -r["wall_s"])
+    print(f"every sweep row on its own: {len(rows)} rows, {sum(r['wall_s'] for r in rows):.1f} s in all")
+    for r in rows[:10]:
+        print(f"  {r['row']:<44} {r['wall_s']:7.2f} s  {r['latency_us']:10.2f} us  peak {r['peak_mb']} MB")
+    top = max(rows, key=lambda r: r["peak_mb"])
+    print(f"largest peak {top['peak_mb']} MB ({top['row']}); over 10 s: {sum(r['wall_s'] > 10 for r in rows)} rows; "
+          f"over 2 GB: {sum(r['peak_mb'] > 2048 for r in rows)} rows")
 
 
 if __name__ == "__main__":

@@ -291,12 +291,13 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     or "division"); with none (the production compiler's own, not published), the tuned PR's (4, 8) division,
     or where the shape cannot take it, the division that loads the least."""
     b, m, n, k = _shape(name, case)
+    what = str(case.get("what", "")).lower()
     split = case.get("split")
     if split is None:  # stated after "split" in `what` ("K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4")?
-        words = re.split(r"\b(?:split|division)\b", str(case.get("what", "")).lower(), maxsplit=1)
+        words = re.split(r"\b(?:split|division)\b", what, maxsplit=1)
         split = (len(words) > 1 and _stated_split(words[1])) or None
     if split is None:
-        cores = CORES.search(str(case.get("what", "")))
+        cores = CORES.search(what)
         split = unpublished_split(b, m, n, k, int(cores.group(1)) if cores else 32)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
         split = tuple(split.get(x, 1) for x in "bmnk")
@@ -306,7 +307,7 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     util = case.get("pt_util_pct")
     if util is not None and not _number(util):
         raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
-    phase = "decode" if "decode" in f"{name} {case.get('what', '')}".lower() else "prefill"
+    phase = "decode" if "decode" in f"{name.lower()} {what}" else "prefill"
     return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", shape, split,
                 _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
                 split_problem(b, m, n, k, split))

@@ -58,7 +58,7 @@ class HostRow:
     simulated: float
     counted: bool
     note: str = ""
-    why: str = ""    # shown when a counted figure misses by more than validate.MISS
+    why: str = ""    # shown when a counted figure misses by more than measurements.MISS
     high: float | None = None   # a measured range: ``measured`` to ``high``
     unit: str = "µs"
 

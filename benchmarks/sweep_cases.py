@@ -18,6 +18,9 @@ result cache off, once per checkout, and whether every case's figures are equal 
 ``--each``: every row of the sweep on its own, one after another, each in a child forked from one warm process
 (so its peak resident memory includes the imports, as a fresh process's would): the slowest rows, the largest
 peak, and how many rows take over 10 s or 2 GB (issue 13's per-case bars). This tree only.
+
+``--each --grid``: the same for Granite-3.3-8B's matmuls the sweep does not hold (``OTHER_SHAPES``: the K/V and
+MLP down projections, Q·Kᵀ), in every division of the 32 cores into powers of two that divides each dim evenly.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
+import itertools
 import json
+import math
 import os
 import resource
 import time
@@ -41,6 +46,10 @@ calibration = first_module("spyre_emu.validation.calibration", "spyre_emu.calibr
 ROOT = Path(__file__).resolve().parents[1]
 SLOWEST = ["mlp_up,prefill,1,512,12800,4096,1,1,1,32", "mlp_up,prefill,1,512,12800,4096,1,32,1,1",
            "mlp_up,decode,1,64,12800,4096,1,32,1,1"]  # the three over 10 s in docs/speed.md
+OTHER_SHAPES = {  # (role, phase): (B, M, N, K) of Granite-3.3-8B's matmuls not in the split sweep
+    ("kv_proj", "prefill"): (1, 512, 1024, 4096), ("kv_proj", "decode"): (1, 64, 1024, 4096),
+    ("mlp_down", "prefill"): (1, 512, 4096, 12800), ("mlp_down", "decode"): (1, 64, 4096, 12800),
+    ("attn_qk", "prefill"): (32, 512, 512, 128), ("attn_qk", "decode"): (32, 64, 576, 128)}
 STAGES = [("spyre_emu.pipeline", "parse"), ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "_run"),
           ("spyre_emu.pipeline", "build_report")]
 
@@ -79,10 +88,23 @@ def child_all(folder: Path) -> dict:
             "latency_us": [p.simulated for p in points], "labels": [f"{c.name} {c.split}" for c in cases]}
 
 
-def each_row(folder: Path) -> list[dict]:
-    """Every sweep row of ``folder`` in a child forked from this (warm) process: wall time, latency, peak RSS."""
+def sweep_rows(folder: Path) -> list[dict]:
     with open(folder / calibration.SWEEP) as f:
-        rows = list(csv.DictReader(f))
+        return list(csv.DictReader(f))
+
+
+def grid_rows() -> list[dict]:
+    """``OTHER_SHAPES`` in every power-of-two division of 32 cores that divides each dim (and B) evenly."""
+    units = first_module("spyre_emu.validation.workloads", "spyre_emu.workloads").slice_units
+    return [{"role": role, "phase": phase, **dict(zip(("B", "M", "N", "K"), dims, strict=True)),
+             **{f"split_{d}": c for d, c in zip("bmnk", split, strict=True)}}
+            for (role, phase), dims in OTHER_SHAPES.items()
+            for split in itertools.product((1, 2, 4, 8, 16, 32), repeat=4)
+            if math.prod(split) == 32 and not any(u % c for u, c in zip(units(*dims), split, strict=True))]
+
+
+def each_row(rows: list[dict]) -> list[dict]:
+    """Every row (a sweep row's columns) in a child forked from this (warm) process: wall time, latency, peak RSS."""
     machine, pipeline = load_machine(), importlib.import_module("spyre_emu.pipeline")
     out = []
     for i, row in enumerate(rows):
@@ -126,10 +148,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--all", action="store_true", help="time the whole sweep set in the process pool instead")
     ap.add_argument("--each", action="store_true", help="time every sweep row on its own (this tree only)")
+    ap.add_argument("--grid", action="store_true", help="with --each: Granite's shapes the sweep does not hold")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.each:
-        each()
+        each(args.grid)
         return
     if args.child:
         whole = args.child.startswith("all=")  # the data folder of this tree: the reference's may have none
@@ -173,11 +196,12 @@ def whole_set(root: Path, ref_root: Path | None) -> None:
             print(f"  {label:<60} {a:12.2f} {b:12.2f}  {100 * (a - b) / b:+.2f} %")
 
 
-def each() -> None:
+def each(grid: bool) -> None:
     """Print ``--each``'s figures: the 10 slowest rows, the largest peak, the rows over the bars."""
-    rows = each_row(calibration.DEFAULT_DATA)
+    rows = each_row(grid_rows() if grid else sweep_rows(calibration.DEFAULT_DATA))
     rows.sort(key=lambda r: -r["wall_s"])
-    print(f"every sweep row on its own: {len(rows)} rows, {sum(r['wall_s'] for r in rows):.1f} s in all")
+    what = "division of the shapes the sweep does not hold" if grid else "sweep row"
+    print(f"every {what} on its own: {len(rows)} rows, {sum(r['wall_s'] for r in rows):.1f} s in all")
     for r in rows[:10]:
         print(f"  {r['row']:<44} {r['wall_s']:7.2f} s  {r['latency_us']:10.2f} us  peak {r['peak_mb']} MB")
     top = max(rows, key=lambda r: r["peak_mb"])

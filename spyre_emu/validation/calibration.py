@@ -2,9 +2,9 @@
 
 ``matmul_split_sweep.csv``: one matmul per row (Granite-3.3-8B shapes, a forced work division), its device
 time. ``measurements.json``: single figures; those about the card (matmuls and their PT utilization, the
-production compiler's time for the same shapes, LX-to-LX ring moves, SFU kernels: a pointwise op, a row
-reduction, a softmax chain in row tiles) become cases here, each known by what its ``what`` states
-(``workloads.py`` builds its program), one measured two ways as a case per way; the whole calls (a kernel
+production compiler's time for the same shapes, LX-to-LX ring moves, SFU kernels and SwiGLU MLPs, whose
+words ``stated.py`` reads) become cases here, each known by what its ``what`` states (``workloads.py`` builds
+its program), one measured two ways as a case per way; the whole calls (a kernel
 launch's host phases, a wall time with the host in it, a whole block) are returned as they are, for
 host.py, with the one whole call the project quotes from elsewhere (``QUOTED``: issue 12's SwiGLU
 range). Nothing here feeds the model: a case is a program and a measured figure.
@@ -22,36 +22,20 @@ from typing import Any
 
 from ..errors import SpyreEmuError
 from ..files import read_bytes
-from ..kernel_program.ops import OPS
+from .stated import CORES, SHAPE, sfu_kernel, swiglu
 from .workloads import (
-    REDUCTIONS,
     matmul_program,
-    pointwise_program,
     ring_scatter_program,
     ring_shift_program,
-    slice_units,
-    softmax_tile_program,
+    split_problem,
+    unpublished_split,
 )
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
-SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
-    r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
-CORES = re.compile(r"(\d+)\s*cores?\b")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
 SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
-AREA = r"(\d+)\s*[x×]\s*(\d+)"  # rows x columns
-STAGES = re.compile(r"softmax\D{0,40}?" + AREA)  # "softmax 2048×512 in 8 LX tiles, chain of 7, 1 core"
-CHAIN, TILES = re.compile(r"chain of (\d+)"), re.compile(r"(\d+)\s*(?:lx\s+|row\s+)?tiles")
-STAGES_NAME = re.compile(r"(?:softmax_)?stages_(\d+)_(\d+)(?:cores?)?$")  # chain, cores
-REDUCE = re.compile(r"\b(" + "|".join(REDUCTIONS) + r") along the rows? of " + AREA)
-POINTWISE_WORDS = {"gelu": "gelufwd", "relu": "relufwd", "div": "realdiv",
-                   **{op: op for op, spec in OPS.items() if spec.family == "pointwise" and spec.arity <= 2}}
-POINTWISE = re.compile(r"\b(" + "|".join(POINTWISE_WORDS) + r") of (?:two )?" + AREA)
-KERNEL_NAME = re.compile(r"(row)?([a-z]+)_(\d+)x(\d+)_(\d+)cores?$")  # "neg_8192x2048_1core", "rowmax_..."
-STAGE_ROWS = 256  # softmax_stages' row tile (2048 rows in 8 tiles), where an entry states no tile count
-TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # host.py runs them
                "swiglu_granite_prefill")
 QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; host.py runs them
@@ -168,16 +152,6 @@ def _positive(row: dict[str, str | None], column: str, where: str) -> float:
     return value
 
 
-def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
-    """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
-    ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
-    names = ("batch", "row", "64-element stick of N", "64-element stick of K")
-    for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), slice_units(b, m, n, k), split, names, strict=True):
-        if cut > units:
-            return f"split_{d} = {cut} is more than {d.upper()} = {size} allows: each slice needs at least one {unit}"
-    return ""
-
-
 def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
     """The cases of a card-side single figure; an entry whose ``device_us`` maps names to figures (an old and a
     new work division, two compiler settings) is one case per name, ranked against each other (``_variant``).
@@ -220,70 +194,24 @@ def _stated_split(text: str) -> dict[str, int] | None:
 
 def _single_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
     """A case for a card-side single figure, known by what its ``what`` (or, where that states nothing, its name)
-    says: a matmul shape (or a ``qo_``/``mlp_up_`` entry, Granite-3.3-8B's prefill shape), a ring move's bytes,
-    a softmax chain, a pointwise op or a row reduction. Any other entry is a case with a ``problem``: validate
-    lists it as not run rather than dropping it unseen."""
+    says: a SwiGLU MLP, a matmul shape (or a ``qo_``/``mlp_up_`` entry, Granite-3.3-8B's prefill shape), a ring
+    move's bytes, a softmax chain, a pointwise op or a row reduction. Any other entry is a case with a
+    ``problem``: validate lists it as not run rather than dropping it unseen."""
     what = str(case.get("what", ""))
-    if SHAPE.search(what) or name.startswith(("qo_", "mlp_up_")):
+    stated = swiglu(name, what)
+    if not stated and (SHAPE.search(what) or name.startswith(("qo_", "mlp_up_"))):
         return _matmul_case(name, case, file, where, shape)
     text = f"{name} {what}".lower()
-    if "ring" in text and ("shift" in text or "scatter" in text):
+    if not stated and "ring" in text and ("shift" in text or "scatter" in text):
         return _ring_case(name, case, file, where, "scatter" in text)
-    sfu = _sfu_case(name, case, file, where, shape)
-    if sfu:
-        return sfu
+    stated = stated or sfu_kernel(name, what)
+    if stated:
+        return Case(name, stated.category, shape, None, _measured(case, file, where), stated.program,
+                    _util(case, file, where), f"{file} {where}", stated.problem, stated.tiles)
     return Case(name, "", shape, None, math.nan, {}, source=f"{file} {where}",
-                problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]), ring "
-                        "shift or scatter, softmax chain, pointwise op or row reduction (as in 'neg of 8192×2048, "
-                        f"1 core'); whole calls are run by name ({', '.join(WHOLE_CALLS)})")
-
-
-def _sfu_case(name: str, case: dict[str, Any], file: str, where: str, shape: str) -> Case | None:
-    """A softmax chain in row tiles, a pointwise op or a row reduction over rows × columns split over cores (the
-    card's 32 where none are stated), as ``what`` states it ("softmax 2048×512 in 8 LX tiles, chain of 7, 1 core",
-    "gelu of 2048×8192, 2 cores", "max along the row of 2048×8192, 4 cores") or, where ``what`` states none, as
-    the sweep names it ("stages_7_1", "gelu_2048x8192_2core", "rowmax_2048x8192_4core"); None for any other."""
-    what = str(case.get("what", "")).lower()
-    cores = CORES.search(what)
-    stated = int(cores.group(1)) if cores else None
-    if STAGES.search(what) or STAGES_NAME.match(name):
-        return _softmax_case(name, what, stated, case, file, where, shape)
-    found = REDUCE.search(what) or POINTWISE.search(what)
-    named = None if found else KERNEL_NAME.match(name)
-    if found:
-        reduction, op, rows, cols, count = found.re is REDUCE, found.group(1), *map(int, found.group(2, 3)), stated
-    elif named:
-        reduction, op, (rows, cols, count) = bool(named.group(1)), named.group(2), map(int, named.group(3, 4, 5))
-    else:
-        return None
-    op = (op if op in REDUCTIONS else "") if reduction else POINTWISE_WORDS.get(op, "")
-    if not op:
-        return None
-    program = pointwise_program(op, rows, cols, count or 32, name, OPS[op].arity)
-    category = "row reduction (single)" if reduction else "pointwise (single)"
-    return _kernel_case(name, category, shape, program, case, file, where, "")
-
-
-def _softmax_case(name: str, what: str, cores: int | None, case: dict[str, Any], file: str, where: str,
-                  shape: str) -> Case:
-    """One row tile of a softmax chain, its figure one launch and every tile: the chain's length less the five
-    base ops are sigmoid stages (torch-spyre's softmax_stages sweep); the sweep's 2048 × 512 where ``what`` states
-    no size, tiles of ``STAGE_ROWS`` where it states no tile count."""
-    stages, named, chain, tiles = STAGES.search(what), STAGES_NAME.match(name), CHAIN.search(what), TILES.search(what)
-    length = int(chain.group(1)) if chain else int(named.group(1)) if named else 5
-    cores = cores or (int(named.group(2)) if named else 32)
-    rows, cols = map(int, stages.group(1, 2)) if stages else (2048, 512)
-    count = int(tiles.group(1)) if tiles else max(1, rows // STAGE_ROWS)
-    problem = ("a softmax chain has at least 5 ops (max, sub, exp, sum, div)" if length < 5 else
-               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else "")
-    program = {} if problem else softmax_tile_program(length - 5, cores, name, rows // count, cols)
-    return _kernel_case(name, "softmax stages (single)", shape, program, case, file, where, problem, count)
-
-
-def _kernel_case(name: str, category: str, shape: str, program: dict[str, Any], case: dict[str, Any], file: str,
-                 where: str, problem: str, tiles: int = 1) -> Case:
-    return Case(name, category, shape, None, _measured(case, file, where), program, source=f"{file} {where}",
-                problem=problem, tiles=tiles)
+                problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]), SwiGLU MLP, "
+                        "ring shift or scatter, softmax chain, pointwise op or row reduction (as in 'neg of "
+                        f"8192×2048, 1 core'); whole calls are run by name ({', '.join(WHOLE_CALLS)})")
 
 
 def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
@@ -304,33 +232,10 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     else:
         raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}} (a dim left out is not "
                             f"split), positive integers, got {split!r}", file, where + ".split")
-    util = case.get("pt_util_pct")
-    if util is not None and not _number(util):
-        raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
     phase = "decode" if "decode" in f"{name.lower()} {what}" else "prefill"
     return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", shape, split,
-                _measured(case, file, where), matmul_program(b, m, n, k, split), util, f"{file} {where}",
-                split_problem(b, m, n, k, split))
-
-
-def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
-    """``TUNED_SPLIT`` where every dim takes it evenly on 32 cores; else the (b, m, n) division of ``cores`` whose
-    core reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would
-    pick: an even one where one fits, else one of unequal slices the card can run (SuperDSC's cut); a shape
-    no division of ``cores`` fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
-    def even(split: tuple[int, ...]) -> bool:
-        return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
-    if even(TUNED_SPLIT) and b == 1 and cores == 32:
-        return TUNED_SPLIT
-    splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
-              if cores % (sb * sm) == 0]
-    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)]
-    fits = [s for s in runnable if even(s)] or runnable
-
-    def load(s: tuple[int, ...]) -> tuple[float, int, int]:
-        batches, rows, cols = -(-b // s[0]), -(-m // s[1]), -(-slice_units(b, m, n, k)[2] // s[2]) * 64
-        return batches * (rows * k + k * cols + rows * cols), -s[2], -s[1]
-    return min(fits, key=load) if fits else TUNED_SPLIT
+                _measured(case, file, where), matmul_program(b, m, n, k, split), _util(case, file, where),
+                f"{file} {where}", split_problem(b, m, n, k, split))
 
 
 def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: bool) -> Case:
@@ -363,10 +268,21 @@ def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
 
 
 def _measured(case: dict[str, Any], file: str, where: str) -> float:
+    """The entry's device time in µs; NaN for an entry that publishes only a PT utilization (its one figure)."""
     value = case.get("device_us")
+    if value is None and _number(case.get("pt_util_pct")):
+        return math.nan
     if not _number(value):
         raise SpyreEmuError(f"expected a positive number of microseconds, got {value!r}", file, where + ".device_us")
     return float(value)
+
+
+def _util(case: dict[str, Any], file: str, where: str) -> float | None:
+    """The entry's measured PT utilization in %, where it publishes one."""
+    util = case.get("pt_util_pct")
+    if util is not None and not _number(util):
+        raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
+    return util
 
 
 def _number(value: Any) -> bool:

@@ -42,7 +42,8 @@ def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], Non
     simulated = iter(parallel_map(_case_figures, jobs))
     outcomes = [f"{c.source}: {c.problem}" if c.problem else next(simulated) for c in cases]  # figures or why not
     ran = [(c, figures) for c, figures in zip(cases, outcomes, strict=True) if not isinstance(figures, str)]
-    points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran]
+    points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran
+              if not np.isnan(c.measured_us)]  # a figure of PT utilization alone has no time
     points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in ran if c.pt_util_pct]
     points += _pair_ratios(ran)
     return points, [NotRun(c, why) for c, why in zip(cases, outcomes, strict=True) if isinstance(why, str)]

@@ -9,12 +9,14 @@ validate has not seen runs the same program as the one it has.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..kernel_program import FORMAT as KERNEL_FORMAT
 from ..unit_program.load import FORMAT as UNIT_FORMAT
 
 REDUCTIONS = ("sum", "max", "mean", "min")  # along the row (the stick): one value per row
+TUNED_SPLIT = (1, 4, 8, 1)  # the tuned-matmul PR's prefill policy, run where an entry publishes no split
 
 
 def slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
@@ -23,21 +25,57 @@ def slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
 
 
 def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> dict[str, Any]:
-    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given;
-    dims in SuperDSC's order ([x,] mb, out, in, the first varying fastest over the cores). A dim the split
-    does not divide is cut as SuperDSC's steady-state and epilogue slices are (the kernel's ``uneven``):
-    a measured division ran on the card, so the simulator runs it too."""
+    """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given."""
     lead = [b] if b > 1 else []
-    uneven = any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
 
     def tensor(shape: list[int], role: str) -> dict[str, Any]:
         return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}
-    dims = {**({"x": b} if b > 1 else {}), "mb": m, "out": n, "in": k}
-    division = {**({"x": split[0]} if b > 1 else {}), "mb": split[1], "out": split[2], "in": split[3]}
     return {"format": KERNEL_FORMAT, "version": 1,
             "tensors": {"A": tensor([m, k], "input"), "B": tensor([k, n], "input"), "C": tensor([m, n], "output")},
-            "kernels": [{"name": "matmul", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-                         "dims": dims, "work_division": division, **({"uneven": True} if uneven else {})}]}
+            "kernels": [matmul_kernel("matmul", ["A", "B"], "C", (b, m, n, k), split)]}
+
+
+def matmul_kernel(name: str, inputs: list[str], output: str, dims: tuple[int, int, int, int],
+                  split: tuple[int, ...]) -> dict[str, Any]:
+    """A ``batchmatmul`` kernel of (B, M, N, K), its dims in SuperDSC's order ([x,] mb, out, in, the first varying
+    fastest over the cores). A dim the split does not divide is cut as SuperDSC's steady-state and epilogue
+    slices are (the kernel's ``uneven``): a measured division ran on the card, so the simulator runs it too."""
+    b, m, n, k = dims
+    uneven = any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
+    return {"name": name, "op": "batchmatmul", "inputs": inputs, "outputs": [output],
+            "dims": {**({"x": b} if b > 1 else {}), "mb": m, "out": n, "in": k},
+            "work_division": {**({"x": split[0]} if b > 1 else {}), "mb": split[1], "out": split[2], "in": split[3]},
+            **({"uneven": True} if uneven else {})}
+
+
+def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
+    """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
+    ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
+    names = ("batch", "row", "64-element stick of N", "64-element stick of K")
+    for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), slice_units(b, m, n, k), split, names, strict=True):
+        if cut > units:
+            return f"split_{d} = {cut} is more than {d.upper()} = {size} allows: each slice needs at least one {unit}"
+    return ""
+
+
+def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
+    """``TUNED_SPLIT`` where every dim takes it evenly on 32 cores; else the (b, m, n) division of ``cores`` whose
+    core reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would
+    pick: an even one where one fits, else one of unequal slices the card can run (SuperDSC's cut); a shape
+    no division of ``cores`` fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
+    def even(split: tuple[int, ...]) -> bool:
+        return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
+    if even(TUNED_SPLIT) and b == 1 and cores == 32:
+        return TUNED_SPLIT
+    splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
+              if cores % (sb * sm) == 0]
+    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)]
+    fits = [s for s in runnable if even(s)] or runnable
+
+    def load(s: tuple[int, ...]) -> tuple[float, int, int]:
+        batches, rows, cols = -(-b // s[0]), -(-m // s[1]), -(-slice_units(b, m, n, k)[2] // s[2]) * 64
+        return batches * (rows * k + k * cols + rows * cols), -s[2], -s[1]
+    return min(fits, key=load) if fits else TUNED_SPLIT
 
 
 def ring_shift_program(nbytes: int, cores: int = 32) -> dict[str, Any]:
@@ -87,3 +125,25 @@ def softmax_tile_program(extra: int, cores: int, note: str, rows: int = 256, col
     kernels = [{"name": f"k{i}_{op}", "op": op, "inputs": ins, "outputs": [out], "dims": {"mb": rows, "out": cols},
                 "work_division": {"mb": cores}} for i, (op, ins, out) in enumerate(steps)]
     return {"format": KERNEL_FORMAT, "version": 1, "tensors": tensors, "kernels": kernels, "note": note}
+
+
+def swiglu_program(tokens: int, hidden: int, inter: int, note: str, cores: int = 32) -> dict[str, Any]:
+    """A SwiGLU MLP, y = down(silu(gate(x)) · up(x)), as one kernel program in default layouts: each matmul in
+    the division a compiler picks where none is published (``unpublished_split``), silu and the product over
+    rows and column sticks of the intermediate (as many of ``cores`` as divide them)."""
+    def matmul(name: str, a: str, w: str, out: str, n: int, k: int) -> dict[str, Any]:
+        return matmul_kernel(name, [a, w], out, (1, tokens, n, k), unpublished_split(1, tokens, n, k, cores))
+    rows = math.gcd(tokens, cores)
+    sticks = slice_units(1, 1, inter, 1)[2]
+    cols = max(c for c in range(1, cores // rows + 1) if (cores // rows) % c == 0 and sticks % c == 0)
+    pointwise = {"dims": {"mb": tokens, "out": inter}, "work_division": {"mb": rows, "out": cols}}
+    def t(shape: list[int], role: str) -> dict[str, Any]:
+        return {"shape": shape, "dtype": "fp16", "role": role}
+    tensors = {"x": t([tokens, hidden], "input"), "wg": t([hidden, inter], "input"), "wu": t([hidden, inter], "input"),
+               "wd": t([inter, hidden], "input"), **{name: t([tokens, inter], "intermediate") for name in "guah"},
+               "y": t([tokens, hidden], "output")}
+    kernels = [matmul("gate", "x", "wg", "g", inter, hidden), matmul("up", "x", "wu", "u", inter, hidden),
+               {"name": "silu", "op": "silu", "inputs": ["g"], "outputs": ["a"], **pointwise},
+               {"name": "mul", "op": "mul", "inputs": ["a", "u"], "outputs": ["h"], **pointwise},
+               matmul("down", "h", "wd", "y", hidden, inter)]
+    return {"format": KERNEL_FORMAT, "version": 1, "note": note, "tensors": tensors, "kernels": kernels}

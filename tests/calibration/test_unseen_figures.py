@@ -101,8 +101,8 @@ def test_an_entry_without_a_program_is_listed_not_run(tmp_path, capsys, monkeypa
     assert "## Cases not run (1)" in out.read_text()
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("spyre-emu: error:")]
     assert errors == [f"spyre-emu: error: {data / SINGLE} cases[softmax_x]: no program for this figure: its "
-                      "`what` states no matmul shape ([M,K] x [K,N]), ring shift or scatter, softmax chain, "
-                      "pointwise op or row reduction (as in 'neg of 8192×2048, 1 core'); whole calls are run by "
+                      "`what` states no matmul shape ([M,K] x [K,N]), SwiGLU MLP, ring shift or scatter, softmax "
+                      "chain, pointwise op or row reduction (as in 'neg of 8192×2048, 1 core'); whole calls are run by "
                       "name (launch_phases_mean, sdpa_encoder_b1, block_granite_prefill, swiglu_granite_prefill)"]
 
 

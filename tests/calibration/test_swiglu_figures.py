@@ -1,0 +1,91 @@
+"""A SwiGLU MLP figure that validate has not seen: read from the shape or the words its ``what`` states, built as one
+kernel program (gate, up, silu, mul, down) that computes the MLP, and a figure of PT utilization alone judged as
+that and nothing else."""
+
+import json
+
+import numpy as np
+
+from spyre_emu.config import load_machine
+from spyre_emu.pipeline import load, parse, run
+from spyre_emu.validation.calibration import load_cases
+from spyre_emu.validation.cases import run_cases
+from spyre_emu.validation.stated import swiglu
+from spyre_emu.validation.workloads import matmul_program, swiglu_program, unpublished_split
+from tests.conftest import calibration_folder
+
+ROW = ("kv", "decode", 1, 8, 1024, 4096, (1, 1, 16, 2))  # a sweep is never empty
+
+
+def _cases(tmp_path, singles):
+    return {c.name: c for c in load_cases(calibration_folder(tmp_path, [ROW], singles))[0]}
+
+
+def _matmuls(program):
+    return {k["name"]: (k["dims"], k["work_division"]) for k in program["kernels"] if k["op"] == "batchmatmul"}
+
+
+def test_a_swiglu_is_read_from_its_shape():
+    stated = swiglu("mlp_prefill", "SwiGLU MLP [1,512,4096] x [4096,12800], tuned")
+    assert (stated.category, stated.problem) == ("SwiGLU MLP (single)", "")
+    assert [k["op"] for k in stated.program["kernels"]] == ["batchmatmul", "batchmatmul", "silu", "mul", "batchmatmul"]
+    mm = _matmuls(stated.program)
+    assert mm["gate"] == mm["up"] == ({"mb": 512, "out": 12800, "in": 4096}, {"mb": 4, "out": 8, "in": 1})
+    _, sm, sn, sk = unpublished_split(1, 512, 4096, 12800)
+    assert mm["down"] == ({"mb": 512, "out": 4096, "in": 12800}, {"mb": sm, "out": sn, "in": sk})
+    assert stated.program["tensors"]["wd"]["shape"] == [12800, 4096]
+
+
+def test_a_swiglu_is_read_from_its_words():
+    granite = swiglu("mlp_decode", "Granite-3.3-8B MLP (gate, up, silu, mul, down), decode")
+    assert _matmuls(granite.program)["gate"][0] == {"mb": 64, "out": 12800, "in": 4096}  # the sweep's decode rows
+    sized = swiglu("m", "a SwiGLU with hidden 2048, intermediate 8192, 128 tokens, 16 cores")
+    # down over 16 cores: a core of (m, n) = (1, 16) reads 128·8192 + 8192·128 + 128·128 elements, (4, 4) reads
+    # 32·8192 + 8192·512 + 32·512 and (16, 1) 8·8192 + 8192·2048 + 8·2048: the least-loading is (1, 16)
+    assert _matmuls(sized.program)["down"] == ({"mb": 128, "out": 2048, "in": 8192}, {"mb": 1, "out": 16, "in": 1})
+    rows = swiglu("m", "SwiGLU MLP [4,1,4096] x [4096,12800]")  # a 3-D input over a shared weight: 4 tokens
+    assert _matmuls(rows.program)["up"][0] == {"mb": 4, "out": 12800, "in": 4096}
+
+
+def test_what_is_not_a_swiglu_it_can_run(tmp_path):
+    assert swiglu("m", "MLP gate projection [1,512,4096] x [4096,12800]") is None
+    assert swiglu("mlp_up_prefill", "matmul [1,512,4096] x [4096,12800]") is None
+    assert swiglu("m", "SwiGLU MLP [4,64,128] x [4,128,256]").problem.startswith("a SwiGLU's weights are shared")
+    assert swiglu("m", "SwiGLU of some model").problem.startswith("expected a SwiGLU's sizes")
+    cases = _cases(tmp_path, [
+        {"name": "gate_proj", "what": "MLP gate projection [1,512,4096] x [4096,12800]", "device_us": 1000.0},
+        {"name": "vague", "what": "SwiGLU of some model", "device_us": 5.0}])
+    assert cases["gate_proj"].program == matmul_program(1, 512, 12800, 4096, (1, 4, 8, 1))
+    assert cases["vague"].problem.startswith("expected a SwiGLU's sizes")
+
+
+def test_the_program_computes_the_mlp(tmp_path, spyre):
+    tokens, hidden, inter = 64, 128, 320
+    program = swiglu_program(tokens, hidden, inter, "functional check", cores=4)
+    rng = np.random.default_rng(3)
+    values = {name: (rng.standard_normal(program["tensors"][name]["shape"]) / 4).astype(np.float16)
+              for name in ("x", "wg", "wu", "wd")}
+    for name, value in values.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        program["tensors"][name]["data"] = f"{name}.npy"
+    (tmp_path / "mlp.json").write_text(json.dumps(program))
+    got = run(load(tmp_path / "mlp.json", spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    x, wg, wu, wd = (values[n].astype(np.float32) for n in ("x", "wg", "wu", "wd"))
+    gate = x @ wg
+    want = (gate / (1 + np.exp(-gate)) * (x @ wu)) @ wd
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+def test_a_figure_of_pt_utilization_alone_is_judged_as_that(tmp_path):
+    named = _cases(tmp_path, [
+        {"name": "mlp_util", "what": "SwiGLU MLP [64,128] x [128,256]", "pt_util_pct": 40.0},
+        {"name": "kv_util", "what": "matmul [64,128] x [128,256]", "pt_util_pct": 40.0}])
+    cases = [named["mlp_util"], named["kv_util"]]
+    points, not_run = run_cases(load_machine(), cases)
+    assert not not_run
+    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "kv_util"),
+                                                             ("PT utilization", "mlp_util")]
+    machine = load_machine()
+    report = run(parse(cases[0].program, machine, "t"), machine, cache=False).report.data
+    assert report["pt"]["macs"] == 3 * 64 * 128 * 256  # the three matmuls' MACs, nothing else on the PT
+    assert next(p for p in points if p.label == "mlp_util").simulated == 100 * report["pt"]["mac_utilization"]

@@ -23,10 +23,24 @@ class Point:
     label: str          # the work division, or the case name
     measured: float
     simulated: float
+    high: float | None = None  # a measured range: ``measured`` to ``high``
 
     @property
     def error(self) -> float:
-        return self.simulated / self.measured - 1
+        return relative_error(self.simulated, self.measured, self.high)
+
+    @property
+    def shown(self) -> str:
+        """The measured figure as a table shows it."""
+        return f"{self.measured:,.2f}" + (f"–{self.high:,.2f}" if self.high is not None else "")
+
+
+def relative_error(simulated: float, measured: float, high: float | None = None) -> float:
+    """Relative to the measurement; for a range (``measured`` to ``high``) 0 inside it, else relative to its
+    nearer end."""
+    if high is None or simulated < measured:
+        return simulated / measured - 1
+    return max(simulated / high - 1, 0.0)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ class Case:
     split: tuple[int, int, int, int] | None
     measured_us: float
     program: dict[str, Any] = field(repr=False)
-    pt_util_pct: float | None = None  # measured PT utilization, where published
+    pt_util_pct: tuple[float, float | None] | None = None  # measured PT utilization (a value or a range), in %
     source: str = "calibration"       # where the case comes from ("FILE row N"), for its errors
     problem: str = ""                 # why the case cannot run at all ("": it can be tried)
     tiles: int = 1                    # the figure is one launch and this many runs of the program (row tiles)
@@ -270,19 +270,27 @@ def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
 def _measured(case: dict[str, Any], file: str, where: str) -> float:
     """The entry's device time in µs; NaN for an entry that publishes only a PT utilization (its one figure)."""
     value = case.get("device_us")
-    if value is None and _number(case.get("pt_util_pct")):
+    if value is None and _util(case, file, where):
         return math.nan
     if not _number(value):
         raise SpyreEmuError(f"expected a positive number of microseconds, got {value!r}", file, where + ".device_us")
     return float(value)
 
 
-def _util(case: dict[str, Any], file: str, where: str) -> float | None:
-    """The entry's measured PT utilization in %, where it publishes one."""
+def _util(case: dict[str, Any], file: str, where: str) -> tuple[float, float | None] | None:
+    """The entry's measured PT utilization in %, where it publishes one: a value, or a range as ``{"low": 66,
+    "high": 79}`` or ``[66, 79]`` (a figure inside it has no error)."""
     util = case.get("pt_util_pct")
-    if util is not None and not _number(util):
-        raise SpyreEmuError(f"expected a positive number or null, got {util!r}", file, where + ".pt_util_pct")
-    return util
+    if util is None:
+        return None
+    if isinstance(util, dict):
+        low, high = util.get("low"), util.get("high")
+    else:
+        low, high = util if isinstance(util, list) and len(util) == 2 else (util, None)
+    if not _number(low) or not (high is None or _number(high) and high >= low):
+        raise SpyreEmuError(f"expected a positive number, a range {{'low': ..., 'high': ...}} or null, got {util!r}",
+                            file, where + ".pt_util_pct")
+    return float(low), None if high is None else float(high)
 
 
 def _number(value: Any) -> bool:

@@ -44,7 +44,8 @@ def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], Non
     ran = [(c, figures) for c, figures in zip(cases, outcomes, strict=True) if not isinstance(figures, str)]
     points = [Point(c.category, c.shape, _label(c), c.measured_us, us) for c, (us, _) in ran
               if not np.isnan(c.measured_us)]  # a figure of PT utilization alone has no time
-    points += [Point("PT utilization", "", c.name, c.pt_util_pct, pt) for c, (_, pt) in ran if c.pt_util_pct]
+    points += [Point("PT utilization", "", c.name, c.pt_util_pct[0], pt, c.pt_util_pct[1]) for c, (_, pt) in ran
+               if c.pt_util_pct]
     points += _pair_ratios(ran)
     return points, [NotRun(c, why) for c, why in zip(cases, outcomes, strict=True) if isinstance(why, str)]
 
@@ -118,7 +119,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
         lines += [f"| {s.shape} | {s.points} | {_rho(s.spearman)} | {s.best.label}: {s.best.measured:,.1f} µs | "
                   f"{s.chosen.label}: {s.chosen.measured:,.1f} µs | {100 * s.regret:.1f} % |" for s in c.shapes]
     lines += ["", "| case | measured | simulated | error |", "|---|---|---|---|"]
-    lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.measured:,.2f} | "
+    lines += [f"| {p.category}: {p.shape + ' ' if p.shape else ''}{p.label} | {p.shown} | "
               f"{p.simulated:,.2f} | {signed_percent(p.error)} |" for p in points]
     if plot:
         lines += ["", f"![simulated against measured, one colour per category]({plot})"]

@@ -38,7 +38,7 @@ from ..host import Host, Launch, simulate_host
 from ..pipeline import Program, parse, timings
 from ..results import Report
 from ..unit_program.load import read_json
-from .accuracy import mean_abs_error
+from .accuracy import mean_abs_error, relative_error
 from .measurements import MISS, signed_percent
 
 FORMAT = "spyre-emu.launches"
@@ -64,10 +64,7 @@ class HostRow:
 
     @property
     def error(self) -> float:
-        """Relative to the measurement; for a range 0 inside it, else relative to its nearest end."""
-        if self.high is None or self.simulated < self.measured:
-            return self.simulated / self.measured - 1
-        return max(self.simulated / self.high - 1, 0.0)
+        return relative_error(self.simulated, self.measured, self.high)
 
     @property
     def shown(self) -> str:

@@ -78,13 +78,19 @@ def test_the_program_computes_the_mlp(tmp_path, spyre):
 
 def test_a_figure_of_pt_utilization_alone_is_judged_as_that(tmp_path):
     named = _cases(tmp_path, [
-        {"name": "mlp_util", "what": "SwiGLU MLP [64,128] x [128,256]", "pt_util_pct": 40.0},
-        {"name": "kv_util", "what": "matmul [64,128] x [128,256]", "pt_util_pct": 40.0}])
-    cases = [named["mlp_util"], named["kv_util"]]
+        {"name": "mlp_util", "what": "SwiGLU MLP [64,128] x [128,256]", "pt_util_pct": {"low": 0.5, "high": 99}},
+        {"name": "kv_util", "what": "matmul [64,128] x [128,256]", "pt_util_pct": 99.0},
+        {"name": "kv_range", "what": "matmul [64,128] x [128,256]", "pt_util_pct": [99.0, 99.5]}])
+    cases = [named["mlp_util"], named["kv_util"], named["kv_range"]]
     points, not_run = run_cases(load_machine(), cases)
     assert not not_run
-    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "kv_util"),
+    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "kv_range"),
+                                                             ("PT utilization", "kv_util"),
                                                              ("PT utilization", "mlp_util")]
+    by = {p.label: p for p in points}
+    assert by["mlp_util"].error == 0.0  # inside its range
+    assert by["kv_range"].error == by["kv_util"].error == by["kv_util"].simulated / 99.0 - 1  # below: the low end
+    assert by["kv_range"].shown == "99.00–99.50"
     machine = load_machine()
     report = run(parse(cases[0].program, machine, "t"), machine, cache=False).report.data
     assert report["pt"]["macs"] == 3 * 64 * 128 * 256  # the three matmuls' MACs, nothing else on the PT

@@ -149,7 +149,10 @@ def test_single_figures_take_their_shape_from_what_they_measured(tmp_path):
     ({"device_us": 9.0, "split": {"m": "4"}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., 'k': ...}"),
     ({"device_us": 9.0, "split": {"m": 4, "q": 2}}, "split", "expected null or {'b': ..., 'm': ..., 'n': ..., "
                                                              "'k': ...} (a dim left out is not split)"),
-    ({"device_us": 9.0, "pt_util_pct": True}, "pt_util_pct", "expected a positive number or null, got True")])
+    ({"device_us": 9.0, "pt_util_pct": True}, "pt_util_pct", "expected a positive number, a range {'low': ..., "
+                                                              "'high': ...} or null, got True"),
+    ({"device_us": 9.0, "pt_util_pct": {"low": 79, "high": 66}}, "pt_util_pct", "expected a positive number, a "
+                                                                                "range")])
 def test_a_malformed_single_figure_is_listed_not_run(tmp_path, capsys, monkeypatch, entry, path, expected):
     monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")
     data = calibration_folder(tmp_path, [UNSEEN[0]], [{"name": "qo_x", **entry}])

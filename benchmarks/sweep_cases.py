@@ -95,7 +95,7 @@ def sweep_rows(folder: Path) -> list[dict]:
 
 def grid_rows() -> list[dict]:
     """``OTHER_SHAPES`` in every power-of-two division of 32 cores that divides each dim (and B) evenly."""
-    units = first_module("spyre_emu.validation.workloads", "spyre_emu.workloads").slice_units
+    units = importlib.import_module("spyre_emu.validation.workloads").slice_units  # --each runs this tree only
     return [{"role": role, "phase": phase, **dict(zip(("B", "M", "N", "K"), dims, strict=True)),
              **{f"split_{d}": c for d, c in zip("bmnk", split, strict=True)}}
             for (role, phase), dims in OTHER_SHAPES.items()
@@ -129,7 +129,7 @@ def each_row(rows: list[dict]) -> list[dict]:
             text = f.read()
         _, status, usage = os.wait4(pid, 0)
         if status != 0:
-            raise SystemExit(f"row {i + 2} ({row['role']},{row['phase']},{dims}) failed in its child")
+            raise SystemExit(f"{row['role']},{row['phase']},{','.join(map(str, dims))} failed in its child")
         wall, latency = json.loads(text)
         out.append({"row": f"{row['role']},{row['phase']}," + ",".join(map(str, dims)), "wall_s": wall,
                     "latency_us": latency, "peak_mb": usage.ru_maxrss // 1024})
@@ -151,6 +151,8 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true", help="with --each: Granite's shapes the sweep does not hold")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.grid and not args.each:
+        ap.error("--grid goes with --each")
     if args.each:
         each(args.grid)
         return

@@ -171,10 +171,12 @@ def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
 
 def _variant(case: dict[str, Any], key: str) -> dict[str, Any]:
     """The entry as variant ``key`` measured it: its figure and PT utilization under that name where they map
-    names; its split under that name, else the division the name states in words ("m8_n4", "m=4,n=8"; a dim it
-    leaves out is not split), else the entry's one split."""
+    the variants' names (none where a map leaves the name out); its split under that name, else the division the
+    name states in words ("m8_n4", "m=4,n=8"; a dim it leaves out is not split), else the entry's one split."""
+    names = set(case["device_us"])
+
     def of(value: Any) -> Any:
-        return value[key] if isinstance(value, dict) and key in value else value
+        return value.get(key) if isinstance(value, dict) and names & set(value) else value
     split = case.get("split")
     if not (isinstance(split, dict) and key in split):
         split = _stated_split(str(key)) or split
@@ -198,16 +200,19 @@ def _single_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     move's bytes, a softmax chain, a pointwise op or a row reduction. Any other entry is a case with a
     ``problem``: validate lists it as not run rather than dropping it unseen."""
     what = str(case.get("what", ""))
-    stated = swiglu(name, what)
-    if not stated and (SHAPE.search(what) or name.startswith(("qo_", "mlp_up_"))):
+    mlp = swiglu(name, what)
+    if mlp:
+        return Case(name, mlp.category, shape, None, _measured(case, file, where, util_alone=True), mlp.program,
+                    _util(case, file, where), f"{file} {where}", mlp.problem)
+    if SHAPE.search(what) or name.startswith(("qo_", "mlp_up_")):
         return _matmul_case(name, case, file, where, shape)
     text = f"{name} {what}".lower()
-    if not stated and "ring" in text and ("shift" in text or "scatter" in text):
+    if "ring" in text and ("shift" in text or "scatter" in text):
         return _ring_case(name, case, file, where, "scatter" in text)
-    stated = stated or sfu_kernel(name, what)
-    if stated:
-        return Case(name, stated.category, shape, None, _measured(case, file, where), stated.program,
-                    _util(case, file, where), f"{file} {where}", stated.problem, stated.tiles)
+    sfu = sfu_kernel(name, what)
+    if sfu:
+        return Case(name, sfu.category, shape, None, _measured(case, file, where), sfu.program,
+                    source=f"{file} {where}", problem=sfu.problem, tiles=sfu.tiles)
     return Case(name, "", shape, None, math.nan, {}, source=f"{file} {where}",
                 problem="no program for this figure: its `what` states no matmul shape ([M,K] x [K,N]), SwiGLU MLP, "
                         "ring shift or scatter, softmax chain, pointwise op or row reduction (as in 'neg of "
@@ -233,9 +238,9 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}} (a dim left out is not "
                             f"split), positive integers, got {split!r}", file, where + ".split")
     phase = "decode" if "decode" in f"{name.lower()} {what}" else "prefill"
-    return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", shape, split,
-                _measured(case, file, where), matmul_program(b, m, n, k, split), _util(case, file, where),
-                f"{file} {where}", split_problem(b, m, n, k, split))
+    measured, util = _measured(case, file, where, util_alone=True), _util(case, file, where)
+    return Case(name, f"{'bmm' if b > 1 else 'matmul'} {phase} (single)", shape, split, measured,
+                matmul_program(b, m, n, k, split), util, f"{file} {where}", split_problem(b, m, n, k, split))
 
 
 def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: bool) -> Case:
@@ -267,11 +272,15 @@ def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
     return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096
 
 
-def _measured(case: dict[str, Any], file: str, where: str) -> float:
-    """The entry's device time in µs; NaN for an entry that publishes only a PT utilization (its one figure)."""
+def _measured(case: dict[str, Any], file: str, where: str, util_alone: bool = False) -> float:
+    """The entry's device time in µs; NaN where ``util_alone`` (a matmul or a SwiGLU: work on the PT) and the entry
+    publishes only a PT utilization, its one figure."""
     value = case.get("device_us")
-    if value is None and _util(case, file, where):
-        return math.nan
+    if value is None and case.get("pt_util_pct") is not None:
+        if util_alone and _util(case, file, where):
+            return math.nan
+        raise SpyreEmuError("a PT utilization alone is judged for a matmul or a SwiGLU (work on the PT); expected "
+                            "a positive number of microseconds", file, where + ".device_us")
     if not _number(value):
         raise SpyreEmuError(f"expected a positive number of microseconds, got {value!r}", file, where + ".device_us")
     return float(value)

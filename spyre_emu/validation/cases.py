@@ -55,7 +55,7 @@ def _pair_ratios(ran: list[tuple[Case, tuple[float, float]]]) -> list[Point]:
     judged as the ratio of its two times, first over second, as the division papers quote it."""
     pairs: dict[str, list[tuple[Case, float]]] = {}
     for case, (us, _) in ran:
-        if case.shape and case.category.endswith("(single)"):
+        if case.shape and case.category.endswith("(single)") and not np.isnan(case.measured_us):
             pairs.setdefault(case.shape, []).append((case, us))
     return [Point(RATIO, "", f"{shape}: {a.name} / {b.name}", a.measured_us / b.measured_us, us_a / us_b)
             for shape, pair in pairs.items() if len(pair) == 2 for (a, us_a), (b, us_b) in [pair]]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..kernel_program.ops import OPS
-from .workloads import REDUCTIONS, pointwise_program, softmax_tile_program, swiglu_program
+from .workloads import REDUCTIONS, pointwise_program, softmax_tile_program, swiglu_problem, swiglu_program
 
 SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
     r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
@@ -28,9 +28,12 @@ POINTWISE_WORDS = {"gelu": "gelufwd", "relu": "relufwd", "div": "realdiv",
 POINTWISE = re.compile(r"\b(" + "|".join(POINTWISE_WORDS) + r") of (?:two )?" + AREA)
 KERNEL_NAME = re.compile(r"(row)?([a-z]+)_(\d+)x(\d+)_(\d+)cores?$")  # "neg_8192x2048_1core", "rowmax_..."
 STAGE_ROWS = 256  # softmax_stages' row tile (2048 rows in 8 tiles), where an entry states no tile count
-SWIGLU = re.compile(r"\bswiglu\b|\bgated mlp\b|\bmlp\s*\(gate\b")  # "SwiGLU MLP", "MLP (gate, up, down)"
-HIDDEN, INTERMEDIATE = re.compile(r"hidden\D{0,12}?(\d+)"), re.compile(r"intermediate\D{0,12}?(\d+)")
-TOKENS = re.compile(r"(\d+)\s*tokens")
+SWIGLU = re.compile(r"(?<![a-z])swiglu(?![a-z])|\bgated mlp\b|\bmlp\s*\(gate\b")  # "SwiGLU", "MLP (gate, up, down)"
+PROJECTION = re.compile(r"\b(?:gate|up|down)[\s_-]*(?:proj\w*|matmul|kernel)\b")  # one of the MLP's matmuls
+HIDDEN = re.compile(r"\bhidden(?:[\s_](?:size|dim))?\s*[=:]?\s*(\d+)")  # "hidden 4096", "hidden_size=4096"
+INTERMEDIATE = re.compile(r"\bintermediate(?:[\s_](?:size|dim))?\s*[=:]?\s*(\d+)")
+TOKENS, BATCH = re.compile(r"(\d+)[\s-]*tokens?\b"), re.compile(r"\bbatch(?:[\s_]size)?\s*[=:]?\s*(\d+)")
+PHASE = re.compile(r"\b(prefill|decode)\b")
 GRANITE_MLP = (4096, 12800)  # Granite-3.3-8B's hidden and intermediate sizes, where a figure names the model only
 PHASE_TOKENS = {"prefill": 512, "decode": 64}  # the split sweep's token counts (its README), where none are stated
 
@@ -87,28 +90,40 @@ def _softmax_chain(name: str, what: str, cores: int | None) -> Stated:
 
 
 def swiglu(name: str, what: str) -> Stated | None:
-    """A SwiGLU MLP, down(silu(gate(x)) · up(x)), as ``what`` states it: its input times the gate's weight
-    ("SwiGLU MLP [1,512,4096] x [4096,12800]": 512 tokens, hidden 4096, intermediate 12800) or in words ("hidden
-    4096, intermediate 12800, 64 tokens"; a figure naming Granite and no sizes is Granite-3.3-8B's MLP; one naming
-    prefill or decode and no tokens has the sweep's 512 or 64); None where the words are not a SwiGLU."""
+    """A SwiGLU MLP, down(silu(gate(x)) · up(x)), as ``what`` (or its name) states it, with its sizes from the
+    input times the gate's weight or from words (``_sizes``); None where the words are not a whole SwiGLU (one
+    of its projections is a matmul)."""
     text = f"{name} {what}".lower()
-    if not SWIGLU.search(text):
+    if not SWIGLU.search(text) or PROJECTION.search(text) or name.startswith(("qo_", "mlp_up_")):
         return None
+    (tokens, hidden, inter), problem = _sizes(what, text)
+    cores = CORES.search(text)
+    count = int(cores.group(1)) if cores else 32
+    if not problem and not 1 <= count <= 32:
+        problem = f"a SwiGLU runs on 1 to 32 cores; `what` states {count}"
+    problem = problem or swiglu_problem(tokens, hidden, inter, count)
+    return Stated("SwiGLU MLP (single)", {} if problem else swiglu_program(tokens, hidden, inter, name, count), problem)
+
+
+def _sizes(what: str, text: str) -> tuple[tuple[int, int, int], str]:
+    """(tokens, hidden, intermediate) and why they cannot run (""): from the input times the gate's weight
+    ("SwiGLU MLP [1,512,4096] x [4096,12800]": 512 tokens, hidden 4096, intermediate 12800; a 3-D input is B × M
+    tokens; the weight is shared, so a 3-D weight has one batch) or from words ("hidden 4096, intermediate
+    12800, 64 tokens"; "batch 4" times the tokens, or alone one token a sequence; a figure naming Granite and no
+    sizes is Granite-3.3-8B's MLP; one naming prefill or decode and no tokens has the sweep's 512 or 64)."""
     found = SHAPE.search(what)
     if found:
         b, m, hidden, b2, hidden2, inter = (int(g) if g else 1 for g in found.groups())
-        tokens = b * m
+        sizes = (b * m, hidden, inter)
         problem = ("a SwiGLU's weights are shared: expected [tokens, hidden] x [hidden, intermediate]"
-                   if found.group(4) or hidden != hidden2 else "")
+                   if b2 > 1 or hidden != hidden2 else "")
     else:
         granite = GRANITE_MLP if "granite" in text else (0, 0)
-        hidden, inter = (int(m.group(1)) if m else d for m, d in zip((HIDDEN.search(text), INTERMEDIATE.search(text)),
-                                                                      granite, strict=True))
-        count = TOKENS.search(text)
-        tokens = int(count.group(1)) if count else next((n for p, n in PHASE_TOKENS.items() if p in text), 0)
-        problem = "" if hidden and inter and tokens else (
-            "expected a SwiGLU's sizes: [tokens, hidden] x [hidden, intermediate], or 'hidden H, intermediate I, "
-            "T tokens'")
-    cores = CORES.search(text)
-    program = {} if problem else swiglu_program(tokens, hidden, inter, name, int(cores.group(1)) if cores else 32)
-    return Stated("SwiGLU MLP (single)", program, problem)
+        hidden, inter = (int(m.group(1)) if m else default for m, default in
+                         zip((HIDDEN.search(text), INTERMEDIATE.search(text)), granite, strict=True))
+        stated, batch, phase = TOKENS.search(text), BATCH.search(text), PHASE.search(text)
+        per_sequence = int(stated.group(1)) if stated else 1 if batch else PHASE_TOKENS.get(phase and phase.group(1), 0)
+        sizes = (per_sequence * (int(batch.group(1)) if batch else 1), hidden, inter)
+        problem = "" if min(sizes) else ("expected a SwiGLU's sizes: [tokens, hidden] x [hidden, intermediate], or "
+                                         "'hidden H, intermediate I, T tokens'")
+    return sizes, problem or ("" if min(sizes) else "a SwiGLU's sizes must be positive")

@@ -1,5 +1,6 @@
-"""The measured workloads as programs: a matmul in a forced work division, LX-to-LX ring moves, one pointwise
-or row-reduction kernel, one row tile of a softmax chain.
+"""The measured workloads as programs: a matmul in a forced work division (and which divisions a card can run,
+and which one a figure that publishes none gets), LX-to-LX ring moves, one pointwise or row-reduction kernel, one
+row tile of a softmax chain, a SwiGLU MLP.
 
 Silicon figures name these workloads in words (a shape, a division, an op, a core count); these builders turn
 the words into the kernel or unit program the simulator runs. ``calibration.py`` reads the figures of a data
@@ -27,12 +28,15 @@ def slice_units(b: int, m: int, n: int, k: int) -> tuple[int, int, int, int]:
 def matmul_program(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> dict[str, Any]:
     """C[B, M, N] = A[B, M, K] @ W[B, K, N] in default layouts, divided (b, m, n in sticks, k) as given."""
     lead = [b] if b > 1 else []
-
-    def tensor(shape: list[int], role: str) -> dict[str, Any]:
-        return {"shape": [*lead, *shape], "dtype": "fp16", "role": role}
     return {"format": KERNEL_FORMAT, "version": 1,
-            "tensors": {"A": tensor([m, k], "input"), "B": tensor([k, n], "input"), "C": tensor([m, n], "output")},
+            "tensors": {"A": tensor([*lead, m, k], "input"), "B": tensor([*lead, k, n], "input"),
+                        "C": tensor([*lead, m, n], "output")},
             "kernels": [matmul_kernel("matmul", ["A", "B"], "C", (b, m, n, k), split)]}
+
+
+def tensor(shape: list[int], role: str) -> dict[str, Any]:
+    """An fp16 tensor in DRAM whose values time nothing (no data, no init: the lowering's default)."""
+    return {"shape": shape, "dtype": "fp16", "role": role}
 
 
 def matmul_kernel(name: str, inputs: list[str], output: str, dims: tuple[int, int, int, int],
@@ -50,7 +54,7 @@ def matmul_kernel(name: str, inputs: list[str], output: str, dims: tuple[int, in
 
 def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
     """Why no card can run this division: a dim cut into more slices than it has batches, rows or sticks
-    ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_program``)."""
+    ("": none). A split that leaves slices of unequal size is run as SuperDSC cuts it (``matmul_kernel``)."""
     names = ("batch", "row", "64-element stick of N", "64-element stick of K")
     for d, size, units, cut, unit in zip("bmnk", (b, m, n, k), slice_units(b, m, n, k), split, names, strict=True):
         if cut > units:
@@ -127,6 +131,15 @@ def softmax_tile_program(extra: int, cores: int, note: str, rows: int = 256, col
     return {"format": KERNEL_FORMAT, "version": 1, "tensors": tensors, "kernels": kernels, "note": note}
 
 
+def swiglu_problem(tokens: int, hidden: int, inter: int, cores: int = 32) -> str:
+    """Why no card can run ``swiglu_program``'s matmuls in the divisions it gives them ("": none)."""
+    for n, k in ((inter, hidden), (hidden, inter)):
+        problem = split_problem(1, tokens, n, k, unpublished_split(1, tokens, n, k, cores))
+        if problem:
+            return problem
+    return ""
+
+
 def swiglu_program(tokens: int, hidden: int, inter: int, note: str, cores: int = 32) -> dict[str, Any]:
     """A SwiGLU MLP, y = down(silu(gate(x)) · up(x)), as one kernel program in default layouts: each matmul in
     the division a compiler picks where none is published (``unpublished_split``), silu and the product over
@@ -137,11 +150,10 @@ def swiglu_program(tokens: int, hidden: int, inter: int, note: str, cores: int =
     sticks = slice_units(1, 1, inter, 1)[2]
     cols = max(c for c in range(1, cores // rows + 1) if (cores // rows) % c == 0 and sticks % c == 0)
     pointwise = {"dims": {"mb": tokens, "out": inter}, "work_division": {"mb": rows, "out": cols}}
-    def t(shape: list[int], role: str) -> dict[str, Any]:
-        return {"shape": shape, "dtype": "fp16", "role": role}
-    tensors = {"x": t([tokens, hidden], "input"), "wg": t([hidden, inter], "input"), "wu": t([hidden, inter], "input"),
-               "wd": t([inter, hidden], "input"), **{name: t([tokens, inter], "intermediate") for name in "guah"},
-               "y": t([tokens, hidden], "output")}
+    shapes = {"x": [tokens, hidden], "wg": [hidden, inter], "wu": [hidden, inter], "wd": [inter, hidden]}
+    tensors = {**{name: tensor(shape, "input") for name, shape in shapes.items()},
+               **{name: tensor([tokens, inter], "intermediate") for name in "guah"},
+               "y": tensor([tokens, hidden], "output")}
     kernels = [matmul("gate", "x", "wg", "g", inter, hidden), matmul("up", "x", "wu", "u", inter, hidden),
                {"name": "silu", "op": "silu", "inputs": ["g"], "outputs": ["a"], **pointwise},
                {"name": "mul", "op": "mul", "inputs": ["a", "u"], "outputs": ["h"], **pointwise},

@@ -5,13 +5,14 @@ that and nothing else."""
 import json
 
 import numpy as np
+import pytest
 
 from spyre_emu.config import load_machine
 from spyre_emu.pipeline import load, parse, run
 from spyre_emu.validation.calibration import load_cases
 from spyre_emu.validation.cases import run_cases
 from spyre_emu.validation.stated import swiglu
-from spyre_emu.validation.workloads import matmul_program, swiglu_program, unpublished_split
+from spyre_emu.validation.workloads import matmul_program, swiglu_program
 from tests.conftest import calibration_folder
 
 ROW = ("kv", "decode", 1, 8, 1024, 4096, (1, 1, 16, 2))  # a sweep is never empty
@@ -31,9 +32,14 @@ def test_a_swiglu_is_read_from_its_shape():
     assert [k["op"] for k in stated.program["kernels"]] == ["batchmatmul", "batchmatmul", "silu", "mul", "batchmatmul"]
     mm = _matmuls(stated.program)
     assert mm["gate"] == mm["up"] == ({"mb": 512, "out": 12800, "in": 4096}, {"mb": 4, "out": 8, "in": 1})
-    _, sm, sn, sk = unpublished_split(1, 512, 4096, 12800)
-    assert mm["down"] == ({"mb": 512, "out": 4096, "in": 12800}, {"mb": sm, "out": sn, "in": sk})
+    assert mm["down"] == ({"mb": 512, "out": 4096, "in": 12800}, {"mb": 4, "out": 8, "in": 1})  # 64 sticks of N
     assert stated.program["tensors"]["wd"]["shape"] == [12800, 4096]
+    pointwise = {k["name"]: k["work_division"] for k in stated.program["kernels"] if k["op"] != "batchmatmul"}
+    assert pointwise == {"silu": {"mb": 32, "out": 1}, "mul": {"mb": 32, "out": 1}}
+    one = swiglu("m", "SwiGLU MLP [1,4096] x [4096,12800]").program["kernels"][2]["work_division"]
+    assert one == {"mb": 1, "out": 8}  # one row: the intermediate's 200 sticks over 8 of the 32 cores (200 = 8 · 25)
+    shared = swiglu("m", "SwiGLU MLP [1,512,4096] x [1,4096,12800]")  # a weight of one batch is shared too
+    assert shared.program == stated.program | {"note": "m"}
 
 
 def test_a_swiglu_is_read_from_its_words():
@@ -45,23 +51,41 @@ def test_a_swiglu_is_read_from_its_words():
     assert _matmuls(sized.program)["down"] == ({"mb": 128, "out": 2048, "in": 8192}, {"mb": 1, "out": 16, "in": 1})
     rows = swiglu("m", "SwiGLU MLP [4,1,4096] x [4096,12800]")  # a 3-D input over a shared weight: 4 tokens
     assert _matmuls(rows.program)["up"][0] == {"mb": 4, "out": 12800, "in": 4096}
+    for what, tokens in [("SwiGLU MLP decode, Granite-3.3-8B, 1 token", 1), ("swiglu, granite, decode, batch 4", 4),
+                         ("SwiGLU, Granite, prefill, batch 2, 128 tokens", 256),
+                         ("SwiGLU, hidden_size=256, intermediate size 2048, 8 tokens", 8)]:
+        assert _matmuls(swiglu("m", what).program)["gate"][0]["mb"] == tokens, what
+    named = swiglu("swiglu_granite_decode", "the MLP of a Granite decode step")  # the name says SwiGLU
+    assert _matmuls(named.program)["gate"][0] == {"mb": 64, "out": 12800, "in": 4096}
 
 
 def test_what_is_not_a_swiglu_it_can_run(tmp_path):
     assert swiglu("m", "MLP gate projection [1,512,4096] x [4096,12800]") is None
     assert swiglu("mlp_up_prefill", "matmul [1,512,4096] x [4096,12800]") is None
+    for one in ("SwiGLU gate matmul [1,512,4096] x [4096,12800]", "MLP (gate projection) [1,512,4096] x [4096,12800]",
+                "gated MLP's down projection [1,512,12800] x [12800,4096]", "the SwiGLU's up_proj kernel"):
+        assert swiglu("m", one) is None, one  # one of the MLP's matmuls: a matmul case
     assert swiglu("m", "SwiGLU MLP [4,64,128] x [4,128,256]").problem.startswith("a SwiGLU's weights are shared")
     assert swiglu("m", "SwiGLU of some model").problem.startswith("expected a SwiGLU's sizes")
+    assert swiglu("m", "SwiGLU in the decoder block, Granite").problem.startswith("expected a SwiGLU's sizes")
+    assert swiglu("m", "SwiGLU MLP [0,4096] x [4096,12800]").problem == "a SwiGLU's sizes must be positive"
+    assert swiglu("m", "SwiGLU MLP [64,128] x [128,256], 0 cores").problem == (
+        "a SwiGLU runs on 1 to 32 cores; `what` states 0")
+    assert swiglu("m", "SwiGLU MLP [1,4096] x [4096,512]").problem == (  # one row, 8 sticks: no division of 32
+        "split_m = 4 is more than M = 1 allows: each slice needs at least one row")
     cases = _cases(tmp_path, [
-        {"name": "gate_proj", "what": "MLP gate projection [1,512,4096] x [4096,12800]", "device_us": 1000.0},
+        {"name": "gate_proj", "what": "SwiGLU gate projection [1,512,4096] x [4096,12800]", "device_us": 1000.0},
         {"name": "vague", "what": "SwiGLU of some model", "device_us": 5.0}])
     assert cases["gate_proj"].program == matmul_program(1, 512, 12800, 4096, (1, 4, 8, 1))
     assert cases["vague"].problem.startswith("expected a SwiGLU's sizes")
 
 
-def test_the_program_computes_the_mlp(tmp_path, spyre):
-    tokens, hidden, inter = 64, 128, 320
-    program = swiglu_program(tokens, hidden, inter, "functional check", cores=4)
+@pytest.mark.parametrize(("tokens", "hidden", "inter", "cores"), [
+    (64, 128, 320, 4),   # silu and mul over rows only
+    (2, 256, 200, 8),    # over 2 rows × 4 column sticks, the last one partial
+])
+def test_the_program_computes_the_mlp(tmp_path, spyre, tokens, hidden, inter, cores):
+    program = swiglu_program(tokens, hidden, inter, "functional check", cores)
     rng = np.random.default_rng(3)
     values = {name: (rng.standard_normal(program["tensors"][name]["shape"]) / 4).astype(np.float16)
               for name in ("x", "wg", "wu", "wd")}
@@ -95,3 +119,22 @@ def test_a_figure_of_pt_utilization_alone_is_judged_as_that(tmp_path):
     report = run(parse(cases[0].program, machine, "t"), machine, cache=False).report.data
     assert report["pt"]["macs"] == 3 * 64 * 128 * 256  # the three matmuls' MACs, nothing else on the PT
     assert next(p for p in points if p.label == "mlp_util").simulated == 100 * report["pt"]["mac_utilization"]
+
+
+def test_a_pt_utilization_alone_needs_work_on_the_pt(tmp_path):
+    """A ring move or an SFU kernel with a PT utilization and no time is not run (its PT does nothing), and a
+    figure measured two ways whose one side has only a PT utilization gives no ratio: the timed side runs alone."""
+    cases = _cases(tmp_path, [
+        {"name": "ring_x", "what": "LX to LX shift over the ring, every core c sends 131072 B to core c+1",
+         "pt_util_pct": 5.0},
+        {"name": "neg_x", "what": "neg of 256×256, 1 core", "pt_util_pct": 5.0},
+        {"name": "pair", "what": "matmul [64,128] x [128,256]", "device_us": {"old": 5.0, "new": None},
+         "pt_util_pct": {"new": 40.0}, "split": {"old": {"m": 4}, "new": {"m": 8}}}])
+    why = "a PT utilization alone is judged for a matmul or a SwiGLU (work on the PT)"
+    assert all(why in cases[name].problem for name in ("ring_x", "neg_x"))
+    assert (cases["pair.old"].pt_util_pct, cases["pair.new"].measured_us != cases["pair.new"].measured_us) == (
+        None, True)  # NaN: the new side's one figure is its PT utilization
+    points, not_run = run_cases(load_machine(), [cases["pair.old"], cases["pair.new"]])
+    assert not not_run
+    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "pair.new"),
+                                                             ("matmul prefill (single)", "(b, m, n, k) = (1, 4, 1, 1)")]

@@ -96,34 +96,35 @@ def swiglu(name: str, what: str) -> Stated | None:
     text = f"{name} {what}".lower()
     if not SWIGLU.search(text) or PROJECTION.search(text) or name.startswith(("qo_", "mlp_up_")):
         return None
-    (tokens, hidden, inter), problem = _sizes(what, text)
+    sizes, problem = _sizes(what, text)
     cores = CORES.search(text)
     count = int(cores.group(1)) if cores else 32
     if not problem and not 1 <= count <= 32:
         problem = f"a SwiGLU runs on 1 to 32 cores; `what` states {count}"
-    problem = problem or swiglu_problem(tokens, hidden, inter, count)
-    return Stated("SwiGLU MLP (single)", {} if problem else swiglu_program(tokens, hidden, inter, name, count), problem)
+    problem = problem or swiglu_problem(*sizes, count)
+    return Stated("SwiGLU MLP (single)", {} if problem else swiglu_program(*sizes, name, count), problem)
 
 
-def _sizes(what: str, text: str) -> tuple[tuple[int, int, int], str]:
-    """(tokens, hidden, intermediate) and why they cannot run (""): from the input times the gate's weight
-    ("SwiGLU MLP [1,512,4096] x [4096,12800]": 512 tokens, hidden 4096, intermediate 12800; a 3-D input is B × M
-    tokens; the weight is shared, so a 3-D weight has one batch) or from words ("hidden 4096, intermediate
-    12800, 64 tokens"; "batch 4" times the tokens, or alone one token a sequence; a figure naming Granite and no
-    sizes is Granite-3.3-8B's MLP; one naming prefill or decode and no tokens has the sweep's 512 or 64)."""
+def _sizes(what: str, text: str) -> tuple[tuple[int, int, int, int], str]:
+    """(batches, tokens, hidden, intermediate) and why they cannot run (""): from the input times the gate's
+    weight ("SwiGLU MLP [1,512,4096] x [4096,12800]": 512 tokens, hidden 4096, intermediate 12800; a 3-D input
+    over a shared weight is B × M tokens, over a weight of as many batches a batched MLP) or from words ("hidden
+    4096, intermediate 12800, 64 tokens"; "batch 4" times the tokens, or alone one token a sequence; a figure
+    naming Granite and no sizes is Granite-3.3-8B's MLP; one naming prefill or decode and no tokens has the
+    sweep's 512 or 64)."""
     found = SHAPE.search(what)
     if found:
         b, m, hidden, b2, hidden2, inter = (int(g) if g else 1 for g in found.groups())
-        sizes = (b * m, hidden, inter)
-        problem = ("a SwiGLU's weights are shared: expected [tokens, hidden] x [hidden, intermediate]"
-                   if b2 > 1 or hidden != hidden2 else "")
+        sizes = (b, m, hidden, inter) if b2 > 1 else (1, b * m, hidden, inter)
+        problem = ("expected [tokens, hidden] x [hidden, intermediate], or [B, tokens, hidden] x [B, hidden, "
+                   "intermediate]" if b2 not in (1, b) or hidden != hidden2 else "")
     else:
         granite = GRANITE_MLP if "granite" in text else (0, 0)
         hidden, inter = (int(m.group(1)) if m else default for m, default in
                          zip((HIDDEN.search(text), INTERMEDIATE.search(text)), granite, strict=True))
         stated, batch, phase = TOKENS.search(text), BATCH.search(text), PHASE.search(text)
         per_sequence = int(stated.group(1)) if stated else 1 if batch else PHASE_TOKENS.get(phase and phase.group(1), 0)
-        sizes = (per_sequence * (int(batch.group(1)) if batch else 1), hidden, inter)
+        sizes = (1, per_sequence * (int(batch.group(1)) if batch else 1), hidden, inter)
         problem = "" if min(sizes) else ("expected a SwiGLU's sizes: [tokens, hidden] x [hidden, intermediate], or "
                                          "'hidden H, intermediate I, T tokens'")
     return sizes, problem or ("" if min(sizes) else "a SwiGLU's sizes must be positive")

@@ -131,29 +131,34 @@ def softmax_tile_program(extra: int, cores: int, note: str, rows: int = 256, col
     return {"format": KERNEL_FORMAT, "version": 1, "tensors": tensors, "kernels": kernels, "note": note}
 
 
-def swiglu_problem(tokens: int, hidden: int, inter: int, cores: int = 32) -> str:
+def swiglu_problem(batch: int, tokens: int, hidden: int, inter: int, cores: int = 32) -> str:
     """Why no card can run ``swiglu_program``'s matmuls in the divisions it gives them ("": none)."""
     for n, k in ((inter, hidden), (hidden, inter)):
-        problem = split_problem(1, tokens, n, k, unpublished_split(1, tokens, n, k, cores))
+        problem = split_problem(batch, tokens, n, k, unpublished_split(batch, tokens, n, k, cores))
         if problem:
             return problem
     return ""
 
 
-def swiglu_program(tokens: int, hidden: int, inter: int, note: str, cores: int = 32) -> dict[str, Any]:
+def swiglu_program(batch: int, tokens: int, hidden: int, inter: int, note: str, cores: int = 32) -> dict[str, Any]:
     """A SwiGLU MLP, y = down(silu(gate(x)) · up(x)), as one kernel program in default layouts: each matmul in
     the division a compiler picks where none is published (``unpublished_split``), silu and the product over
-    rows and column sticks of the intermediate (as many of ``cores`` as divide them)."""
+    batches, rows and column sticks of the intermediate, as many of ``cores`` as divide each in turn. With
+    ``batch`` > 1 every batch has its own weights (a batched MLP, as torch-spyre's perf suite defines its MLP op)
+    and the matmuls are batched."""
+    lead, x = ([batch], {"x": batch}) if batch > 1 else ([], {})
+
     def matmul(name: str, a: str, w: str, out: str, n: int, k: int) -> dict[str, Any]:
-        return matmul_kernel(name, [a, w], out, (1, tokens, n, k), unpublished_split(1, tokens, n, k, cores))
-    rows = math.gcd(tokens, cores)
-    sticks = slice_units(1, 1, inter, 1)[2]
-    cols = max(c for c in range(1, cores // rows + 1) if (cores // rows) % c == 0 and sticks % c == 0)
-    pointwise = {"dims": {"mb": tokens, "out": inter}, "work_division": {"mb": rows, "out": cols}}
+        return matmul_kernel(name, [a, w], out, (batch, tokens, n, k), unpublished_split(batch, tokens, n, k, cores))
+    division, left = {}, cores
+    for dim, units in {**x, "mb": tokens, "out": slice_units(1, 1, inter, 1)[2]}.items():
+        division[dim] = math.gcd(units, left)
+        left //= division[dim]
+    pointwise = {"dims": {**x, "mb": tokens, "out": inter}, "work_division": division}
     shapes = {"x": [tokens, hidden], "wg": [hidden, inter], "wu": [hidden, inter], "wd": [inter, hidden]}
-    tensors = {**{name: tensor(shape, "input") for name, shape in shapes.items()},
-               **{name: tensor([tokens, inter], "intermediate") for name in "guah"},
-               "y": tensor([tokens, hidden], "output")}
+    tensors = {**{name: tensor([*lead, *shape], "input") for name, shape in shapes.items()},
+               **{name: tensor([*lead, tokens, inter], "intermediate") for name in "guah"},
+               "y": tensor([*lead, tokens, hidden], "output")}
     kernels = [matmul("gate", "x", "wg", "g", inter, hidden), matmul("up", "x", "wu", "u", inter, hidden),
                {"name": "silu", "op": "silu", "inputs": ["g"], "outputs": ["a"], **pointwise},
                {"name": "mul", "op": "mul", "inputs": ["a", "u"], "outputs": ["h"], **pointwise},

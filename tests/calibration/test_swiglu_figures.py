@@ -40,6 +40,10 @@ def test_a_swiglu_is_read_from_its_shape():
     assert one == {"mb": 1, "out": 8}  # one row: the intermediate's 200 sticks over 8 of the 32 cores (200 = 8 · 25)
     shared = swiglu("m", "SwiGLU MLP [1,512,4096] x [1,4096,12800]")  # a weight of one batch is shared too
     assert shared.program == stated.program | {"note": "m"}
+    batched = swiglu("m", "SwiGLU MLP [4,1,4096] x [4,4096,12800]").program  # the perf suite's MLP: per-batch weights
+    assert batched["tensors"]["wd"]["shape"] == [4, 12800, 4096]
+    assert _matmuls(batched)["gate"][0] == {"x": 4, "mb": 1, "out": 12800, "in": 4096}
+    assert batched["kernels"][3]["work_division"] == {"x": 4, "mb": 1, "out": 8}  # 4 batches × 8 of 200 sticks
 
 
 def test_a_swiglu_is_read_from_its_words():
@@ -65,7 +69,7 @@ def test_what_is_not_a_swiglu_it_can_run(tmp_path):
     for one in ("SwiGLU gate matmul [1,512,4096] x [4096,12800]", "MLP (gate projection) [1,512,4096] x [4096,12800]",
                 "gated MLP's down projection [1,512,12800] x [12800,4096]", "the SwiGLU's up_proj kernel"):
         assert swiglu("m", one) is None, one  # one of the MLP's matmuls: a matmul case
-    assert swiglu("m", "SwiGLU MLP [4,64,128] x [4,128,256]").problem.startswith("a SwiGLU's weights are shared")
+    assert swiglu("m", "SwiGLU MLP [4,64,128] x [2,128,256]").problem.startswith("expected [tokens, hidden] x")
     assert swiglu("m", "SwiGLU of some model").problem.startswith("expected a SwiGLU's sizes")
     assert swiglu("m", "SwiGLU in the decoder block, Granite").problem.startswith("expected a SwiGLU's sizes")
     assert swiglu("m", "SwiGLU MLP [0,4096] x [4096,12800]").problem == "a SwiGLU's sizes must be positive"
@@ -80,12 +84,13 @@ def test_what_is_not_a_swiglu_it_can_run(tmp_path):
     assert cases["vague"].problem.startswith("expected a SwiGLU's sizes")
 
 
-@pytest.mark.parametrize(("tokens", "hidden", "inter", "cores"), [
-    (64, 128, 320, 4),   # silu and mul over rows only
-    (2, 256, 200, 8),    # over 2 rows × 4 column sticks, the last one partial
+@pytest.mark.parametrize(("batch", "tokens", "hidden", "inter", "cores"), [
+    (1, 64, 128, 320, 4),   # silu and mul over rows only
+    (1, 2, 256, 200, 8),    # over 2 rows × 4 column sticks, the last one partial
+    (2, 8, 128, 256, 8),    # a batched MLP, each batch its own weights: over 2 batches × 4 rows
 ])
-def test_the_program_computes_the_mlp(tmp_path, spyre, tokens, hidden, inter, cores):
-    program = swiglu_program(tokens, hidden, inter, "functional check", cores)
+def test_the_program_computes_the_mlp(tmp_path, spyre, batch, tokens, hidden, inter, cores):
+    program = swiglu_program(batch, tokens, hidden, inter, "functional check", cores)
     rng = np.random.default_rng(3)
     values = {name: (rng.standard_normal(program["tensors"][name]["shape"]) / 4).astype(np.float16)
               for name in ("x", "wg", "wu", "wd")}

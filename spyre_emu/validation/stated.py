@@ -120,7 +120,7 @@ def _sizes(what: str, text: str) -> tuple[tuple[int, int, int, int], str]:
                    "intermediate]" if b2 not in (1, b) or hidden != hidden2 else "")
     else:
         granite = GRANITE_MLP if "granite" in text else (0, 0)
-        hidden, inter = (int(m.group(1)) if m else default for m, default in
+        hidden, inter = (int(match.group(1)) if match else default for match, default in
                          zip((HIDDEN.search(text), INTERMEDIATE.search(text)), granite, strict=True))
         stated, batch, phase = TOKENS.search(text), BATCH.search(text), PHASE.search(text)
         per_sequence = int(stated.group(1)) if stated else 1 if batch else PHASE_TOKENS.get(phase and phase.group(1), 0)

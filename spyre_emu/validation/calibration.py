@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import SpyreEmuError
 from ..files import read_bytes
-from .stated import CORES, SHAPE, sfu_kernel, swiglu
+from .stated import CARD_CORES, CORES, SHAPE, cores_problem, sfu_kernel, swiglu
 from .workloads import (
     matmul_program,
     ring_scatter_program,
@@ -223,7 +223,7 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     """The entry's shape with its published split (its ``split``, else the one its ``what`` states after "split"
     or "division"); with none (the production compiler's own, not published), the tuned PR's (4, 8) division,
     or where the shape cannot take it, the division that loads the least."""
-    b, m, n, k = _shape(name, case)
+    b, m, n, k = _shape(name, case, file, where)
     what = str(case.get("what", "")).lower()
     split = case.get("split")
     if split is None:  # stated after "split" in `what` ("K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4")?
@@ -231,7 +231,10 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         split = (len(words) > 1 and _stated_split(words[1])) or None
     if split is None:
         cores = CORES.search(what)
-        split = unpublished_split(b, m, n, k, int(cores.group(1)) if cores else 32)
+        count = int(cores.group(1)) if cores else 32
+        if not 1 <= count <= CARD_CORES:
+            raise SpyreEmuError(cores_problem(count), file, where + ".what")
+        split = unpublished_split(b, m, n, k, count)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
         split = tuple(split.get(x, 1) for x in "bmnk")
     else:
@@ -250,26 +253,28 @@ def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: 
     moved, cores = MOVED.search(what), CORES.search(what)
     count = int(cores.group(1)) if cores else 32
     problem = "" if moved else "expected the bytes moved in `what` (as in '131072 B per core')"
-    if not 2 <= count <= 32:
-        problem = f"a ring move needs 2 to 32 cores; `what` states {count}"
+    if not 2 <= count <= CARD_CORES:
+        problem = f"a ring move needs 2 to {CARD_CORES} cores; `what` states {count}"
     nbytes = int(moved.group(1)) if moved else 0
     program = {} if problem else (ring_scatter_program if scatter else ring_shift_program)(nbytes, count)
     return Case(name, "ring", "", None, _measured(case, file, where), program, source=f"{file} {where}",
                 problem=problem)
 
 
-def _shape(name: str, case: dict[str, Any]) -> tuple[int, int, int, int]:
+def _shape(name: str, case: dict[str, Any], file: str, where: str) -> tuple[int, int, int, int]:
     """(B, M, N, K) from the entry's ``what`` ("matmul [1,512,4096] x [4096,4096]", "[M,K] x [K,N]", or
     batched "[B,M,K] x [B,K,N]"; a 3-D input times a 2-D weight is a linear layer over B × M rows, as
     "decode matmul [4,1,4096]×[4096,25600]" is); where it states none, the Granite-3.3-8B prefill shape its name
-    stands for."""
+    stands for. A shape whose Ks or batches differ, or with a size of 0, is an error naming the entry."""
     found = SHAPE.search(str(case.get("what", "")))
-    if found:
-        b, m, k, b2, k2, n = (int(g) if g else None for g in found.groups())
-        b, m = (b or 1, m) if b2 else (1, (b or 1) * m)
-        if k == k2 and b2 in (None, b) and min(b, m, k, n) > 0:
-            return b, m, n, k
-    return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096
+    if not found:
+        return 1, 512, 4096 if name.startswith("qo_") else 12800, 4096
+    b, m, k, b2, k2, n = (None if g is None else int(g) for g in found.groups())
+    b, m = (b, m) if b2 is not None else (1, (1 if b is None else b) * m)
+    if k == k2 and b2 in (None, b) and min(b, m, k, n) > 0:
+        return b, m, n, k
+    raise SpyreEmuError(f"expected [[B,]M,K] x [[B,]K,N] with one K, one B and no size of 0; got {found.group(0)!r}",
+                        file, where + ".what")
 
 
 def _measured(case: dict[str, Any], file: str, where: str, util_alone: bool = False) -> float:

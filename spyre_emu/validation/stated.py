@@ -18,6 +18,7 @@ from .workloads import REDUCTIONS, pointwise_program, softmax_tile_program, swig
 SHAPE = re.compile(  # [[B,]M,K] x [[B,]K,N]
     r"\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]\s*[x×@]\s*\[(?:(\d+),\s*)?(\d+),\s*(\d+)\]")
 CORES = re.compile(r"(\d+)\s*cores?\b")
+CARD_CORES = 32  # a figure stating more (or none) cannot be a card's kernel
 AREA = r"(\d+)\s*[x×]\s*(\d+)"  # rows x columns
 STAGES = re.compile(r"softmax\D{0,40}?" + AREA)  # "softmax 2048×512 in 8 LX tiles, chain of 7, 1 core"
 CHAIN, TILES = re.compile(r"chain of (\d+)"), re.compile(r"(\d+)\s*(?:lx\s+|row\s+)?tiles")
@@ -49,6 +50,11 @@ class Stated:
     tiles: int = 1
 
 
+def cores_problem(count: int) -> str:
+    """Why a figure stating ``count`` cores cannot run."""
+    return f"a kernel runs on 1 to {CARD_CORES} cores; `what` states {count}"
+
+
 def sfu_kernel(name: str, what: str) -> Stated | None:
     """A softmax chain in row tiles, a pointwise op or a row reduction over rows × columns split over cores (the
     card's 32 where none are stated), as ``what`` states it ("softmax 2048×512 in 8 LX tiles, chain of 7, 1 core",
@@ -70,8 +76,10 @@ def sfu_kernel(name: str, what: str) -> Stated | None:
     op = (op if op in REDUCTIONS else "") if reduction else POINTWISE_WORDS.get(op, "")
     if not op:
         return None
-    program = pointwise_program(op, rows, cols, count or 32, name, OPS[op].arity)
-    return Stated("row reduction (single)" if reduction else "pointwise (single)", program)
+    count = CARD_CORES if count is None else count
+    problem = "" if 1 <= count <= CARD_CORES else cores_problem(count)
+    program = {} if problem else pointwise_program(op, rows, cols, count, name, OPS[op].arity)
+    return Stated("row reduction (single)" if reduction else "pointwise (single)", program, problem)
 
 
 def _softmax_chain(name: str, what: str, cores: int | None) -> Stated:
@@ -80,11 +88,12 @@ def _softmax_chain(name: str, what: str, cores: int | None) -> Stated:
     no size, tiles of ``STAGE_ROWS`` where it states no tile count."""
     stages, named, chain, tiles = STAGES.search(what), STAGES_NAME.match(name), CHAIN.search(what), TILES.search(what)
     length = int(chain.group(1)) if chain else int(named.group(1)) if named else 5
-    cores = cores or (int(named.group(2)) if named else 32)
+    cores = cores if cores is not None else int(named.group(2)) if named else CARD_CORES
     rows, cols = map(int, stages.group(1, 2)) if stages else (2048, 512)
     count = int(tiles.group(1)) if tiles else max(1, rows // STAGE_ROWS)
     problem = ("a softmax chain has at least 5 ops (max, sub, exp, sum, div)" if length < 5 else
-               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else "")
+               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else
+               "" if 1 <= cores <= CARD_CORES else cores_problem(cores))
     program = {} if problem else softmax_tile_program(length - 5, cores, name, rows // count, cols)
     return Stated("softmax stages (single)", program, problem, count)
 
@@ -99,8 +108,8 @@ def swiglu(name: str, what: str) -> Stated | None:
     sizes, problem = _sizes(what, text)
     cores = CORES.search(text)
     count = int(cores.group(1)) if cores else 32
-    if not problem and not 1 <= count <= 32:
-        problem = f"a SwiGLU runs on 1 to 32 cores; `what` states {count}"
+    if not problem and not 1 <= count <= CARD_CORES:
+        problem = cores_problem(count)
     problem = problem or swiglu_problem(*sizes, count)
     return Stated("SwiGLU MLP (single)", {} if problem else swiglu_program(*sizes, name, count), problem)
 

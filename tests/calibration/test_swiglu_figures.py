@@ -74,7 +74,7 @@ def test_what_is_not_a_swiglu_it_can_run(tmp_path):
     assert swiglu("m", "SwiGLU in the decoder block, Granite").problem.startswith("expected a SwiGLU's sizes")
     assert swiglu("m", "SwiGLU MLP [0,4096] x [4096,12800]").problem == "a SwiGLU's sizes must be positive"
     assert swiglu("m", "SwiGLU MLP [64,128] x [128,256], 0 cores").problem == (
-        "a SwiGLU runs on 1 to 32 cores; `what` states 0")
+        "a kernel runs on 1 to 32 cores; `what` states 0")
     assert swiglu("m", "SwiGLU MLP [1,4096] x [4096,512]").problem == (  # one row, 8 sticks: no division of 32
         "split_m = 4 is more than M = 1 allows: each slice needs at least one row")
     cases = _cases(tmp_path, [
@@ -124,6 +124,21 @@ def test_a_figure_of_pt_utilization_alone_is_judged_as_that(tmp_path):
     report = run(parse(cases[0].program, machine, "t"), machine, cache=False).report.data
     assert report["pt"]["macs"] == 3 * 64 * 128 * 256  # the three matmuls' MACs, nothing else on the PT
     assert next(p for p in points if p.label == "mlp_util").simulated == 100 * report["pt"]["mac_utilization"]
+
+
+def test_a_core_count_no_card_has_is_a_case_not_run(tmp_path):
+    """Cores a figure states outside the card's 1 to 32 (a typo, a figure of a multi-card run) are the case's
+    reason, for every kind of kernel; before, an unpublished matmul division searched all 10⁹ of them."""
+    cases = _cases(tmp_path, [
+        {"name": "mm", "what": "decode matmul [1,64,4096] x [4096,1024], 1000000000 cores", "device_us": 1.0},
+        {"name": "neg", "what": "neg of 8192×2048, 0 cores", "device_us": 1.0},
+        {"name": "chain", "what": "softmax 2048×512 in 8 LX tiles, chain of 5, 64 cores", "device_us": 1.0},
+        {"name": "mlp", "what": "SwiGLU MLP [64,128] x [128,256], 33 cores", "device_us": 1.0}])
+    assert {name: c.problem.rsplit(": ", 1)[-1] for name, c in cases.items() if name != "kv_decode_1x1x16x2"} == {
+        "mm": "a kernel runs on 1 to 32 cores; `what` states 1000000000",
+        "neg": "a kernel runs on 1 to 32 cores; `what` states 0",
+        "chain": "a kernel runs on 1 to 32 cores; `what` states 64",
+        "mlp": "a kernel runs on 1 to 32 cores; `what` states 33"}
 
 
 def test_a_pt_utilization_alone_needs_work_on_the_pt(tmp_path):

@@ -152,7 +152,12 @@ def test_single_figures_take_their_shape_from_what_they_measured(tmp_path):
     ({"device_us": 9.0, "pt_util_pct": True}, "pt_util_pct", "expected a positive number, a range {'low': ..., "
                                                               "'high': ...} or null, got True"),
     ({"device_us": 9.0, "pt_util_pct": {"low": 79, "high": 66}}, "pt_util_pct", "expected a positive number, a "
-                                                                                "range")])
+                                                                                "range"),
+    ({"device_us": 9.0, "what": "matmul [0,4096] x [4096,4096]"}, "what", "expected [[B,]M,K] x [[B,]K,N] with one "
+                                                                           "K, one B and no size of 0; got '[0,4096]"),
+    ({"device_us": 9.0, "what": "matmul [64,128] x [256,64]"}, "what", "expected [[B,]M,K] x [[B,]K,N]"),
+    ({"device_us": 9.0, "what": "decode matmul [1,64,4096] x [4096,1024], 1000000000 cores"}, "what",
+     "a kernel runs on 1 to 32 cores; `what` states 1000000000")])
 def test_a_malformed_single_figure_is_listed_not_run(tmp_path, capsys, monkeypatch, entry, path, expected):
     monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")
     data = calibration_folder(tmp_path, [UNSEEN[0]], [{"name": "qo_x", **entry}])

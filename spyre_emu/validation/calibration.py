@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import SpyreEmuError
 from ..files import read_bytes
-from .stated import CARD_CORES, CORES, SHAPE, cores_problem, sfu_kernel, swiglu
+from .stated import CARD_CORES, SHAPE, cores_problem, sfu_kernel, stated_cores, swiglu
 from .workloads import (
     matmul_program,
     ring_scatter_program,
@@ -36,6 +36,7 @@ SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
 SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
+GRANITE_NAMES = ("qo_", "mlp_up_")  # an entry so named and stating no shape is that Granite-3.3-8B prefill matmul
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # host.py runs them
                "swiglu_granite_prefill")
 QUOTED = {  # whole calls measured on silicon but not in measurements.json, in its format; host.py runs them
@@ -196,15 +197,17 @@ def _stated_split(text: str) -> dict[str, int] | None:
 
 def _single_case(name: str, case: dict[str, Any], file: str, where: str, shape: str = "") -> Case:
     """A case for a card-side single figure, known by what its ``what`` (or, where that states nothing, its name)
-    says: a SwiGLU MLP, a matmul shape (or a ``qo_``/``mlp_up_`` entry, Granite-3.3-8B's prefill shape), a ring
-    move's bytes, a softmax chain, a pointwise op or a row reduction. Any other entry is a case with a
+    says: a ``qo_``/``mlp_up_`` entry's matmul, a SwiGLU MLP, a matmul shape, a ring move's bytes, a softmax
+    chain, a pointwise op or a row reduction. Any other entry is a case with a
     ``problem``: validate lists it as not run rather than dropping it unseen."""
     what = str(case.get("what", ""))
+    if name.startswith(GRANITE_NAMES):
+        return _matmul_case(name, case, file, where, shape)
     mlp = swiglu(name, what)
     if mlp:
         return Case(name, mlp.category, shape, None, _measured(case, file, where, util_alone=True), mlp.program,
                     _util(case, file, where), f"{file} {where}", mlp.problem)
-    if SHAPE.search(what) or name.startswith(("qo_", "mlp_up_")):
+    if SHAPE.search(what):
         return _matmul_case(name, case, file, where, shape)
     text = f"{name} {what}".lower()
     if "ring" in text and ("shift" in text or "scatter" in text):
@@ -230,9 +233,8 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         words = re.split(r"\b(?:split|division)\b", what, maxsplit=1)
         split = (len(words) > 1 and _stated_split(words[1])) or None
     if split is None:
-        cores = CORES.search(what)
-        count = int(cores.group(1)) if cores else 32
-        if not 1 <= count <= CARD_CORES:
+        count = stated_cores(what, CARD_CORES)
+        if cores_problem(count):
             raise SpyreEmuError(cores_problem(count), file, where + ".what")
         split = unpublished_split(b, m, n, k, count)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
@@ -250,8 +252,7 @@ def _ring_case(name: str, case: dict[str, Any], file: str, where: str, scatter: 
     """An LX-to-LX ring move of the bytes ``what`` states (per core for a shift, in all for a scatter), on the
     cores it states (32 where it states none)."""
     what = str(case.get("what", ""))
-    moved, cores = MOVED.search(what), CORES.search(what)
-    count = int(cores.group(1)) if cores else 32
+    moved, count = MOVED.search(what), stated_cores(what, CARD_CORES)
     problem = "" if moved else "expected the bytes moved in `what` (as in '131072 B per core')"
     if not 2 <= count <= CARD_CORES:
         problem = f"a ring move needs 2 to {CARD_CORES} cores; `what` states {count}"

@@ -50,9 +50,15 @@ class Stated:
     tiles: int = 1
 
 
+def stated_cores(text: str, default: int | None = None) -> int | None:
+    """The cores ``text`` states ("4 cores", "1 core"), else ``default``."""
+    found = CORES.search(text)
+    return int(found.group(1)) if found else default
+
+
 def cores_problem(count: int) -> str:
-    """Why a figure stating ``count`` cores cannot run."""
-    return f"a kernel runs on 1 to {CARD_CORES} cores; `what` states {count}"
+    """Why a kernel on ``count`` cores cannot run ("": it can)."""
+    return "" if 1 <= count <= CARD_CORES else f"a kernel runs on 1 to {CARD_CORES} cores; `what` states {count}"
 
 
 def sfu_kernel(name: str, what: str) -> Stated | None:
@@ -61,8 +67,7 @@ def sfu_kernel(name: str, what: str) -> Stated | None:
     "gelu of 2048×8192, 2 cores", "max along the row of 2048×8192, 4 cores") or, where ``what`` states none, as
     the sweep names it ("stages_7_1", "gelu_2048x8192_2core", "rowmax_2048x8192_4core"); None for any other."""
     what = what.lower()
-    cores = CORES.search(what)
-    stated = int(cores.group(1)) if cores else None
+    stated = stated_cores(what)
     if STAGES.search(what) or STAGES_NAME.match(name):
         return _softmax_chain(name, what, stated)
     found = REDUCE.search(what) or POINTWISE.search(what)
@@ -77,7 +82,7 @@ def sfu_kernel(name: str, what: str) -> Stated | None:
     if not op:
         return None
     count = CARD_CORES if count is None else count
-    problem = "" if 1 <= count <= CARD_CORES else cores_problem(count)
+    problem = cores_problem(count)
     program = {} if problem else pointwise_program(op, rows, cols, count, name, OPS[op].arity)
     return Stated("row reduction (single)" if reduction else "pointwise (single)", program, problem)
 
@@ -92,8 +97,7 @@ def _softmax_chain(name: str, what: str, cores: int | None) -> Stated:
     rows, cols = map(int, stages.group(1, 2)) if stages else (2048, 512)
     count = int(tiles.group(1)) if tiles else max(1, rows // STAGE_ROWS)
     problem = ("a softmax chain has at least 5 ops (max, sub, exp, sum, div)" if length < 5 else
-               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else
-               "" if 1 <= cores <= CARD_CORES else cores_problem(cores))
+               f"{rows} rows do not cut into {count} tiles" if not count or rows % count else cores_problem(cores))
     program = {} if problem else softmax_tile_program(length - 5, cores, name, rows // count, cols)
     return Stated("softmax stages (single)", program, problem, count)
 
@@ -103,14 +107,11 @@ def swiglu(name: str, what: str) -> Stated | None:
     input times the gate's weight or from words (``_sizes``); None where the words are not a whole SwiGLU (one
     of its projections is a matmul)."""
     text = f"{name} {what}".lower()
-    if not SWIGLU.search(text) or PROJECTION.search(text) or name.startswith(("qo_", "mlp_up_")):
+    if not SWIGLU.search(text) or PROJECTION.search(text):
         return None
     sizes, problem = _sizes(what, text)
-    cores = CORES.search(text)
-    count = int(cores.group(1)) if cores else 32
-    if not problem and not 1 <= count <= CARD_CORES:
-        problem = cores_problem(count)
-    problem = problem or swiglu_problem(*sizes, count)
+    count = stated_cores(text, CARD_CORES)
+    problem = problem or cores_problem(count) or swiglu_problem(*sizes, count)
     return Stated("SwiGLU MLP (single)", {} if problem else swiglu_program(*sizes, name, count), problem)
 
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from spyre_emu.config import load_machine
+from spyre_emu.config import STICK_BYTES, load_machine
 from spyre_emu.errors import ProgramError
 from spyre_emu.lowering import matmul
 from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
@@ -179,3 +179,17 @@ def test_batched_cores_read_a_once_per_output_stick(tmp_path, n, a_reads):
     two sticks (n = 128) the core reads the block's A (32 KB) again for the second; B and C once."""
     result, a, b = _batched(tmp_path, load_machine(), (4, 32, 128, n), {"x": 1, "mb": 1}, 5)
     assert result.report.data["dram"]["read_bytes"] == a_reads * a.nbytes + b.nbytes
+
+
+def test_batched_core_stores_c_one_stick_a_piece_and_reads_a_per_output_stick(tmp_path):
+    """One core, 4 batches of (16 x 128) @ (128 x 256), a Q·Kᵀ-like tile with 4 output sticks (session 40's
+    account of where wide-N time goes, docs/decisions/fidelity.md). By hand: C's layout is [row][N stick][batch]
+    [64], and the core's LX holds C batch by batch, rows innermost, so consecutive LX sticks are 4 x 4 = 16 DRAM
+    sticks apart and every one of C's 4 x 16 x 4 = 256 sticks is a piece of its own; a tile is one output
+    stick, so A (16 KB) is read 4 times and B (64 KB) once."""
+    result, a, b = _batched(tmp_path, load_machine(), (4, 16, 128, 256), {"x": 1, "mb": 1}, 7)
+    assert result.report.data["dram"]["read_bytes"] == 4 * a.nbytes + b.nbytes
+    program = load(tmp_path / "bmm.json", load_machine()).units
+    stores = [ins.args for (_, unit), stream in program.streams.items() if unit == "store" for ins in stream]
+    assert sum(s["bytes"] // s.get("piece", s["bytes"]) for s in stores) == 256
+    assert {s.get("piece", s["bytes"]) for s in stores} == {STICK_BYTES}

@@ -14,10 +14,14 @@ that many times, alternately, and keeps each row's fastest, so both see the same
 - where that time goes: ``pack`` and the jitted loop ``run_nb`` alone, each best of three (engine
   internals, named here on purpose), and the time to build the program (parse or lower: the
   program's instruction columns are built there, once);
-- the cold compile: a fresh process with ``SPYRE_EMU_CACHE`` pointing at an empty directory
-  imports the engine and simulates a one-instruction program (so: interpreter start, imports
-  and numba compilation), then the same command again with that cache now warm;
-- the CLI's warm start: ``spyre-emu run examples/programs/ring_move_128k.json --quiet``.
+- start-up, per checkout, wall and CPU seconds of a child process (the rounds alternate the checkouts;
+  each row keeps its fastest): the cold compile (a fresh process with ``SPYRE_EMU_CACHE`` pointing at an
+  empty directory imports the engine and simulates a one-instruction program: interpreter start, imports
+  and numba compilation), the same command again with that cache now warm; the README's first command
+  (``spyre-emu run examples/programs/stream_read_64mb.json``) into an empty ``SPYRE_EMU_CACHE``, as a new
+  user's first run; then the CLI's warm start, ``spyre-emu run examples/programs/ring_move_128k.json
+  --quiet``, with its result in the result cache (a program run before) and with ``SPYRE_EMU_RESULT_CACHE=0``
+  (it simulates). The CLI runs as ``python -m spyre_emu.cli`` in the checkout, for both checkouts alike.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import importlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -49,7 +54,8 @@ from spyre_emu.unit_program import parse_unit_program  # noqa: E402
 
 MB = 1 << 20
 STREAM = CHECKOUT / "examples" / "programs" / "stream_read_64mb.json"
-CLI_PROGRAM = ROOT / "examples" / "programs" / "ring_move_128k.json"
+CLI_PROGRAM = Path("examples") / "programs" / "ring_move_128k.json"  # in the checkout measured
+README_PROGRAM = Path("examples") / "programs" / "stream_read_64mb.json"  # the README's first command
 TARGETS = {"memory": 1e7, "compute": 1e8}  # simulated cycles per wall second, issue 13
 GEMM = (512, 4096, 4096, 32)  # m, n, k, cores: a prefill projection of an 8B model
 
@@ -173,26 +179,54 @@ def show(rows: list[dict], ref: list[dict] | None) -> None:
                   f"built in {r['build']:.3f}): speed-up x{r['wall'] / row['wall']:.2f}, {same}")
 
 
-def run_timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+def run_timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of the child process running ``cmd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    subprocess.run(cmd, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def cold_compile() -> tuple[float, float]:
-    """(seconds with an empty numba cache, seconds for the same command with the cache warm)."""
+STARTS = [  # key, what is timed
+    ("cold", "cold compile, empty SPYRE_EMU_CACHE (python -c: imports + numba compile + 1-instruction run)"),
+    ("warm", "  same command, cache now warm"),
+    ("readme", f"README's first command into an empty SPYRE_EMU_CACHE (spyre-emu run {README_PROGRAM})"),
+    ("cli_hit", f"CLI warm start, result in the result cache (spyre-emu run {CLI_PROGRAM} --quiet)"),
+    ("cli_sim", "CLI warm start, same, SPYRE_EMU_RESULT_CACHE=0 (imports, numba cache load, simulation)"),
+]
+
+
+def starts(tree: Path) -> dict[str, tuple[float, float]]:
+    """One round of a checkout's start-up figures, each (wall, CPU) seconds, in fresh cache folders."""
+    cli = [sys.executable, "-m", "spyre_emu.cli", "run"]
+    out = {}
     with tempfile.TemporaryDirectory(prefix="spyre-emu-cold-") as cache:
         env = {**os.environ, "SPYRE_EMU_CACHE": cache}
         cmd = [sys.executable, "-c", COLD_SNIPPET]
-        return run_timed(cmd, env), run_timed(cmd, env)
+        out["cold"], out["warm"] = run_timed(cmd, tree, env), run_timed(cmd, tree, env)
+    with tempfile.TemporaryDirectory(prefix="spyre-emu-cold-") as cache:
+        env = {**os.environ, "SPYRE_EMU_CACHE": cache}
+        out["readme"] = run_timed([*cli, str(README_PROGRAM)], tree, env)
+        cmd = [*cli, str(CLI_PROGRAM), "--quiet"]
+        run_timed(cmd, tree, env)  # its result into the result cache, and the OS file cache warm
+        out["cli_hit"] = min(run_timed(cmd, tree, env) for _ in range(3))
+        off = {**env, "SPYRE_EMU_RESULT_CACHE": "0"}
+        out["cli_sim"] = min(run_timed(cmd, tree, off) for _ in range(3))
+    return out
 
 
-def cli_start() -> float:
-    exe = Path(sys.executable).with_name("spyre-emu")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "spyre_emu.cli"]
-    cmd += ["run", str(CLI_PROGRAM.relative_to(ROOT)), "--quiet"]
-    run_timed(cmd)  # warm-up: the numba cache and the OS file cache
-    return min(run_timed(cmd) for _ in range(3))
+def show_starts(runs: list[dict], ref_runs: list[dict]) -> None:
+    print(f"start-up, wall / CPU seconds of the child, fastest of {len(runs)} round(s)"
+          + (" alternating with the reference:" if ref_runs else ":"))
+    for key, label in STARTS:
+        wall, cpu = min(r[key][0] for r in runs), min(r[key][1] for r in runs)
+        line = f"  {label}: {wall:.2f} / {cpu:.2f} s"
+        if ref_runs:
+            rwall, rcpu = min(r[key][0] for r in ref_runs), min(r[key][1] for r in ref_runs)
+            line += f"; reference {rwall:.2f} / {rcpu:.2f} s: x{rwall / wall:.2f} wall, x{rcpu / cpu:.2f} CPU"
+        print(line)
 
 
 def main() -> None:
@@ -224,10 +258,13 @@ def main() -> None:
           f"{stream['wall'] / small['wall']:.2f}x wall time, "
           f"{moved / (small['hops'] + small['delivered']):.2f}x stick-transfers")
     print()
-    cold, warm = cold_compile()
-    print(f"cold start, empty SPYRE_EMU_CACHE (python -c: imports + numba compile + 1-instruction run): {cold:.2f} s")
-    print(f"  same command, cache now warm: {warm:.2f} s (compile share about {cold - warm:.2f} s)")
-    print(f"CLI warm start (spyre-emu run {CLI_PROGRAM.relative_to(ROOT)} --quiet), best of 3: {cli_start():.2f} s")
+    start_runs, ref_start_runs = [], []
+    with reference_checkout(ROOT, args.reference) as ref_root:
+        for _ in range(args.rounds):
+            start_runs.append(starts(ROOT))
+            if ref_root:
+                ref_start_runs.append(starts(ref_root))
+    show_starts(start_runs, ref_start_runs)
 
 
 if __name__ == "__main__":

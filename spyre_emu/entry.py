@@ -1,7 +1,8 @@
 """The ``spyre-emu`` console script: the CLI, loaded inside the interrupt handling.
 
-Loading the CLI imports numba, numpy and the engine (about half a second); a Ctrl-C in that time
-would otherwise end in Python's traceback instead of the CLI's one line.
+Loading the CLI imports numpy and the modules of every command (about a third of a second; numba loads
+later, with the first simulation); a Ctrl-C in that time would otherwise end in Python's traceback instead
+of the CLI's one line.
 """
 
 from __future__ import annotations

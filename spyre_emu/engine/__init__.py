@@ -1,51 +1,25 @@
 """simulate(): pack the unit program, run the jitted event loop, return the EventLog.
 
 numba's on-disk cache misses edits to callees in other modules (numba issue #1833), so
-the cache directory is keyed on a hash of every engine source file.
+the cache directory is keyed on a hash of every engine source file (``cache.py``; every jitted
+function is made by ``jit.njit``, which binds it to that directory). numba and the jitted modules
+load with the first simulation, not with this package: a command that simulates nothing (or finds
+its result in the result cache) does not pay for them.
 """
 
 from __future__ import annotations
 
-import atexit
-import hashlib
-import os
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numba
-
 from ..config import Machine
 from ..errors import SimulationError
 from ..unit_program import UnitProgram
-
-
-def _cache_dir() -> str:
-    sources = sorted(Path(__file__).parent.glob("*.py"))
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
-    root = Path(os.environ.get("SPYRE_EMU_CACHE", Path.home() / ".cache" / "spyre-emu"))
-    return _writable(root / f"numba-{digest}")
-
-
-def _note(message: str) -> None:
-    print(f"spyre-emu: note: {message}", file=sys.stderr)
-
-
-def _writable(folder: Path) -> str:
-    """``folder`` if files can be created in it, else a fresh temporary one (deleted at exit): numba would
-    otherwise fall back to a folder beside the sources, or fail at import where that is read-only too."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()
-        return str(folder)
-    except OSError as exc:
-        fresh = tempfile.mkdtemp(prefix="spyre-emu-numba-")
-        atexit.register(shutil.rmtree, fresh, ignore_errors=True)
-        _note(f"cannot write the numba cache {folder} ({exc.strerror}); compiling into {fresh} for this run")
-        return fresh
+from . import layout as L
+from .cache import CACHE_DIR, note
+from .log import EventLog, make_log
+from .pack import pack
 
 
 def _recovering(dispatcher: Any) -> Callable[..., Any]:
@@ -61,7 +35,7 @@ def _recovering(dispatcher: Any) -> Callable[..., Any]:
         try:
             result = dispatcher(*args)
         except Exception as exc:  # noqa: BLE001 -- unpickling garbage raises almost anything
-            _note(f"the numba cache {CACHE_DIR} is unreadable ({type(exc).__name__}); compiling afresh")
+            note(f"the numba cache {CACHE_DIR} is unreadable ({type(exc).__name__}); compiling afresh")
             for path in Path(CACHE_DIR).rglob("*"):
                 if path.is_file():
                     path.unlink(missing_ok=True)
@@ -71,16 +45,16 @@ def _recovering(dispatcher: Any) -> Callable[..., Any]:
     return call
 
 
-CACHE_DIR = _cache_dir()
-_saved, numba.config.CACHE_DIR = numba.config.CACHE_DIR, CACHE_DIR
-try:
-    from . import layout as L
-    from .log import EventLog, make_log
-    from .loop import run_nb, start_nb
-    from .pack import pack
-finally:
-    numba.config.CACHE_DIR = _saved
-run_nb, start_nb = _recovering(run_nb), _recovering(start_nb)
+_LOOP: list[Callable[..., Any]] = []  # start_nb, run_nb once loaded
+
+
+def _loop() -> list[Callable[..., Any]]:
+    """The jitted entry points, imported (numba with them) on the first simulation."""
+    if not _LOOP:
+        from .loop import run_nb, start_nb  # noqa: PLC0415 -- numba loads here, not with the package
+        _LOOP.extend([_recovering(start_nb), _recovering(run_nb)])
+    return _LOOP
+
 
 DEFAULT_MAX_CYCLES = 1 << 62
 EVENTS_PER_CALL = 1 << 20  # about 0.1 s of the loop between two progress reports
@@ -111,6 +85,7 @@ def simulate(program: UnitProgram, machine: Machine, max_cycles: int = DEFAULT_M
 
 def _run(packed, progress: Progress | None, events_per_call: int) -> tuple[int, int]:
     """The jitted loop, called again while it reports its event budget spent."""
+    start_nb, run_nb = _loop()
     st = packed.state
     if not start_nb(st):
         return L.STATUS_QUEUE_FULL, 0

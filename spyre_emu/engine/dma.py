@@ -21,10 +21,10 @@ is a DMA unit whose port moves a stick every ~2.3 cycles (``pcie_interval_fp``),
 latency.
 """
 
-from numba import njit
 
 from . import layout as L
 from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
+from .jit import njit
 from .queue import at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
@@ -151,7 +151,7 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
     return ok
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def delivered_nb(st, u, i, sticks, done_at, t):
     """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
     the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
@@ -185,9 +185,9 @@ def request_nb(cfg, ch, chunk, ev, qa, k, is_write, t):
     return True
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
-    """The channel picks and serves its next request, then re-arms if more wait. Inlined into the loop:
+    """The channel picks and serves its next request, then re-arms if more wait. Inlined into the loop (by LLVM):
     called, it received its ten arrays as about 80 scalars, once per served request, and took 13 % of
     the loop's samples on a streaming read (docs/speed.md, session 34)."""
     ch[c, L.D_ARMED] = 0
@@ -209,7 +209,7 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
     return ok
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, src, sticks, data):
     """A served read's sticks (of instruction ``i``) leave the controller at stop ``src`` one per
     ``stick_cycles``: to the load's core, or a multicast as one copy each way that has destinations,
@@ -230,7 +230,7 @@ def _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, src, sticks, data):
     return ok
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def stick_nb(st, stop, dst, u, role, x, t):
     """A stick reaches ``stop``: travel on, or land (LX port, or a write's memory controller). A
     multicast copy is written by each destination's ring receive port as it passes, then goes on."""
@@ -239,7 +239,7 @@ def stick_nb(st, stop, dst, u, role, x, t):
         ok = True
         if (ins[x, L.I_A3] >> stop) & 1:
             core = us[st[L.ST_STOPS][stop, L.R_INJ0], L.U_CORE]
-            ok = delivered_nb(st, u, x, 1, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
+            ok = delivered_nb(st, u, x, L.ONE_STICK, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
         if stop != dst and role == L.ROLE_MCAST:
             ok &= travel_nb(st, stop, dst, u, role, x, t)
         return ok
@@ -249,9 +249,9 @@ def stick_nb(st, stop, dst, u, role, x, t):
         chunk[x, L.K_LEFT] -= 1
         if chunk[x, L.K_LEFT] > 0:
             return True
-        return request_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, 1, t)
+        return request_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, L.IS_WRITE, t)
     if role == L.ROLE_READ:
         w = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
     else:
         w = _port_nb(rx_port, ins[x, L.I_A1], L.FP_ONE, t)
-    return delivered_nb(st, u, x, 1, w + 1, t)
+    return delivered_nb(st, u, x, L.ONE_STICK, w + 1, t)

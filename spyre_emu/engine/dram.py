@@ -20,9 +20,9 @@ Timing contract (all in core cycles, parameters from [dram]):
   request boundary: it waits for the bus, lasts tRFC and closes every bank.
 """
 
-from numba import njit
 
 from . import layout as L
+from .jit import njit
 
 
 @njit(cache=True, _nrt=False, inline="always")

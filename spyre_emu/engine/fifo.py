@@ -7,9 +7,9 @@ its cost class. A blocked unit is woken by the pop or the visibility it waits fo
 The handlers take only the arrays they use, not the state tuple (see loop.py: the cost of a call).
 """
 
-from numba import njit
 
 from . import layout as L
+from .jit import njit
 from .queue import push_nb
 
 

@@ -90,4 +90,9 @@ T_ROWS = 7
 R_KIND, R_INJ0, R_INJ1 = range(3)
 STOP_QUIET, STOP_UNITS, STOP_MEMORY = range(3)  # nothing injects; DMA units R_INJ0/1; a memory controller
 
+# Arguments that are constants: a call passing a bare ``0`` or ``1`` to a jitted function gets a version
+# compiled for that literal (numba types it ``Literal[int]``), one passing a module attribute does not.
+IS_READ, IS_WRITE = 0, 1  # a DRAM request's direction (dma.request_nb, dram.enqueue_nb and serve_nb)
+ONE_STICK = 1  # a stick's delivery (dma.delivered_nb)
+
 FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.34 cycles)

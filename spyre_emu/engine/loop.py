@@ -18,17 +18,25 @@ DRAM and the FIFO handlers) was tried: its first compile ran over three CPU minu
 So those handlers stay calls but take only the arrays they use, and so do
 an instruction's end and start below (twice per instruction: on a program of short PT passes, passing
 the tuple was most of the loop's time); only a DMA instruction's start gets the tuple.
+
+Two ways of inlining, by size (docs/speed.md, session 40). Small leaf helpers (an event push, a ring
+direction, a port's next cycle) are inlined in numba's IR (``inline="always"``): numba copies the callee's
+IR into each call site. The larger functions inlined into the loop (``stick_nb``, ``travel_nb``,
+``delivered_nb``, ``channel_nb``, ``_read_out_nb``, ``_try_start_nb``, ``push_tail_nb``, ``pop_nb``) are
+compiled once each and inlined by LLVM (``forceinline=True``): copying their IR, already grown by their own
+inlined callees, into the loop took about half of a cold compile (numba deep-copies the whole IR scope once per
+block). They take no bare ``0`` or ``1`` argument, which numba would compile a version of its own for.
 """
 
-from numba import njit
 
 from . import layout as L
 from .dma import channel_nb, delivered_nb, issue_nb, request_nb, start_dma_nb, stick_nb
 from .fifo import fifo_visible_nb, step_nb
+from .jit import njit
 from .queue import at_nb, pop_nb, push_nb
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t):
     """Start the unit's next instruction if its tokens are there; (False if the event table is full, the
     DMA instruction the caller must start with ``start_dma_nb`` or -1). Only the arrays it uses are
@@ -134,7 +142,7 @@ def run_nb(st, now, budget):
         if kind == L.EV_STICK:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
         elif kind == L.EV_DRAM:
-            ok = request_nb(cfg, ch, chunk, ev, qa, p2, 0, t)
+            ok = request_nb(cfg, ch, chunk, ev, qa, p2, L.IS_READ, t)
         elif kind == L.EV_CHANNEL:
             ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, t)
         elif kind == L.EV_WRITE_ACK:

@@ -20,7 +20,6 @@ from ..unit_program.columns import Columns
 from ..unit_program.opcodes import CORE_UNITS, HOST_UNIT, SFU_OPS, Op
 from . import layout as L
 from . import systolic
-from .queue import new_queue
 
 
 @dataclass(frozen=True)
@@ -205,6 +204,8 @@ def pcie_interval_fp(machine: Machine) -> int:
 
 
 def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycles: int) -> tuple:
+    from .queue import new_queue  # noqa: PLC0415 -- the jitted module: numba loads with the first pack, not with
+    # this module (the report imports sfu_stick_cycles from it)
     d, n_units = machine.dram, us.shape[0]
     cfg = np.zeros(L.C_COLS, np.int64)
     cfg[[L.C_HOP, L.C_BURST, L.C_INFLIGHT, L.C_INTERLEAVE, L.C_CHANNELS, L.C_BANKS, L.C_ROW,

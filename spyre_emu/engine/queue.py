@@ -19,9 +19,9 @@ queue was about half of the loop's time on a streaming read (docs/speed.md, sess
 """
 
 import numpy as np
-from numba import njit
 
 from . import layout as L
+from .jit import njit
 
 WINDOW = 4096  # cycles the calendar covers; a power of two
 GROUP = 64  # buckets counted together (a power of two dividing WINDOW)
@@ -60,7 +60,7 @@ def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
     return True
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     """``push_nb`` with the append at its cycle's tail inlined (the walk before the tail, and the far heap,
     stay calls): for the push ending each stick's travel, half of all pushes on a streaming read."""
@@ -191,7 +191,7 @@ def _heap_pop_nb(ev, qa):
     return top
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def pop_nb(ev, qa):
     """Remove the earliest event and return its slot (valid until the next push), or -1."""
     while True:

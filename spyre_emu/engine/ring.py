@@ -26,9 +26,9 @@ travel reads (links, ``pending``, the stops' store and send units).
 ``tests/engine/test_hop_chaining.py`` checks the two modes give identical logs.
 """
 
-from numba import njit
 
 from . import layout as L
+from .jit import njit
 from .queue import at_nb, push_nb, push_tail_nb
 
 NEVER = 1 << 62
@@ -109,7 +109,7 @@ def _unit_horizon_nb(us, cfg, u, now):
     return max(now, us[u, L.U_PIECE_AT])
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def travel_nb(st, stop, dst, u, role, x, t):
     """A stick at ``stop`` (not its destination) crosses links until it must wait for an event."""
     cfg, link, pending, us = st[L.ST_CFG], st[L.ST_LINK], st[L.ST_PENDING], st[L.ST_US]

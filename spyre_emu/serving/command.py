@@ -21,7 +21,6 @@ from ..config import load_machine
 from ..errors import ConfigError
 from ..files import write_all
 from ..host import load_host
-from ..results.plots import image_bytes
 from . import datasets, report, workload
 from .engine import Run, simulate
 from .metrics import card_series, summarize
@@ -177,6 +176,7 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def _write(args: argparse.Namespace, runs: list[tuple[str, Run]], results: list[dict[str, Any]]) -> None:
+    from ..results.plots import image_bytes  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     outputs = []
     if args.json:
         outputs.append((Path(args.json), report.to_json(results)))

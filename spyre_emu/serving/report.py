@@ -5,13 +5,14 @@ batch over time; throughput and latency against the request rate when several ra
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from ..results.chrome import complete_event, metadata
 from .engine import Run
 from .metrics import METRICS, per_request
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TITLES = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
           "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency")}
@@ -82,6 +83,7 @@ def timeline(run: Run) -> dict[str, Any]:
 
 def latency_cdf(runs: list[tuple[str, Run]]) -> Figure:
     """CDF of TTFT, ITL and E2EL (ms), one line per run."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     fig = Figure(figsize=(12, 3.6), layout="constrained")
     axes = fig.subplots(1, 3)
     for ax, name in zip(axes, ("ttft", "itl", "e2el"), strict=True):
@@ -98,6 +100,7 @@ def latency_cdf(runs: list[tuple[str, Run]]) -> Figure:
 
 def card_over_time(run: Run) -> Figure:
     """KV cache usage (share of the card's blocks) and the decode batch, step by step."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     fig = Figure(figsize=(10, 4.4), layout="constrained")
     kv, batch = fig.subplots(2, 1, sharex=True)
     ends = [s.end_s for s in run.steps]
@@ -113,6 +116,7 @@ def card_over_time(run: Run) -> Figure:
 
 def throughput_vs_rate(results: list[dict[str, Any]]) -> Figure:
     """Output throughput, and p50/p99 TTFT and ITL, against the request rate."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     fig = Figure(figsize=(10, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2)
     rates = [r["request_rate"] for r in results]

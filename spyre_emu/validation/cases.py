@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from .. import memo
 from ..config import Machine
@@ -139,6 +138,7 @@ def _rho(value: float) -> str:
 
 def plot_calibration(points: list[Point], path: Path) -> bytes:
     """Simulated against measured device time, log-log, one colour per category, as PNG bytes."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     fig = Figure(figsize=(6.4, 5.6))
     ax = fig.subplots()
     timed = [p for p in points if p.category not in UNTIMED]

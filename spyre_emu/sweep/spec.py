@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.load import read_toml
 from ..errors import ConfigError
-from ..files import read_bytes
 from .runner import Sweep, sweep
 from .space import KINDS
 from .tasks import MatmulTask, ProgramTask, Task
@@ -46,12 +45,7 @@ class Spec:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    try:
-        raw = tomllib.loads(read_bytes(path).decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read sweep spec: {exc.strerror}", str(path)) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"invalid TOML: {exc}", str(path)) from None
+    raw = read_toml(path, "sweep spec")
     try:
         return _spec(raw, path.parent)
     except ConfigError as exc:

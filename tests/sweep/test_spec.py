@@ -42,6 +42,8 @@ def test_the_cli_writes_the_table(tmp_path, capsys):
     ("[fixed]\nM = 64\nN = 64\nK = 64\n[space]\ndram.channels = {grid_search = [true]}\n",
      "space.dram.channels: expected"),
     ("[space\n", "invalid TOML"),
+    ("[space]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "invalid TOML: nested too deeply"),  # was RecursionError
+    ("[space]\nx = " + "9" * 5000 + "\n", "invalid TOML: Exceeds the limit (4300 digits)"),  # was ValueError
 ])
 def test_bad_specs_are_one_line_errors(tmp_path, capsys, text, message):
     spec = tmp_path / "bad.toml"

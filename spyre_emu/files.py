@@ -30,12 +30,12 @@ TEMP_SUFFIX = ".tmp"
 TREE_RETRIES = 20  # concurrent runs swapping the same folder: each retry means another run just won
 
 
-def program_input(base: Path, name: str, file: str, where: str) -> Path:
+def program_input(base: Path, name: str, file: str, where: str,
+                  elsewhere: str = "; give files elsewhere with --input") -> Path:
     """``name`` (from a program) inside the program's folder ``base``, symbolic links resolved."""
     path = base / name
     if Path(name).is_absolute() or not path.resolve().is_relative_to(base.resolve()):
-        raise ProgramError(f"input {name!r} is outside the program's folder; give files elsewhere with --input",
-                            file, where)
+        raise ProgramError(f"input {name!r} is outside the program's folder{elsewhere}", file, where)
     return path
 
 

@@ -95,6 +95,32 @@ def remove_stale(path: Path) -> None:
                 shutil.rmtree(stray) if stray.is_dir() and not stray.is_symlink() else stray.unlink()
 
 
+def distinct_outputs(outputs: dict[str, str | Path | None], inputs: dict[str, str | Path | None]) -> None:
+    """Refuse an output that is one of the command's inputs or another of its outputs (the same file by path or
+    by link): the run would overwrite what it reads, or one output with another. Keys name the option
+    (``--json``) or the input (``the program``); a path of None was not given."""
+    seen: dict[object, str] = {}
+    for what, path in inputs.items():
+        if path is not None:
+            seen.setdefault(_identity(Path(path)), what)
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        key = _identity(Path(path))
+        if key in seen:
+            raise SpyreEmuError(f"is also {seen[key]}; give {option} another file", str(path), option)
+        seen[key] = option
+
+
+def _identity(path: Path) -> object:
+    """A file that exists is its inode (hard and symbolic links are the same file); one that does not, its path."""
+    try:
+        st = path.stat()
+    except OSError:
+        return path.resolve()
+    return st.st_dev, st.st_ino
+
+
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold SIGINT while outputs are renamed into place: an interrupt then lands after the last rename,

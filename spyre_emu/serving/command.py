@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import load_machine
 from ..errors import ConfigError
-from ..files import write_all
+from ..files import distinct_outputs, write_all
 from ..host import load_host
 from ..results.plots import image_bytes
 from . import datasets, report, workload
@@ -88,6 +88,9 @@ def _check(args: argparse.Namespace) -> None:
     if (args.dataset_name == "random") != (args.dataset_path is None):
         raise ConfigError("a --dataset-path needs --dataset-name sharegpt, burstgpt or azure, and they need a path",
                           None, "--dataset-path")
+    distinct_outputs({f"--{name.replace('_', '-')}": getattr(args, name)
+                      for name in ("json", "trace", "plot_cdf", "plot_card", "plot_rates")},
+                     {"--dataset-path": args.dataset_path, "--config": args.config})
 
 
 def _percentiles(text: str) -> tuple[float, ...]:

@@ -77,6 +77,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("must be a multiple of 64 (the KV block)", None, "--max-num-batched-tokens")
     if args.random_prefix_len < 0:
         raise ConfigError("must be at least 0", None, "--random-prefix-len")
+    if args.seed < 0:  # numpy's generators take any whole number from 0 up
+        raise ConfigError(f"must be at least 0, got {args.seed}", None, "--seed")
     if ":" not in args.model:
         preset(args.model)
     cards = load_host().drawer.max_cards
@@ -111,7 +113,7 @@ def _slos(items: list[str]) -> dict[str, float]:
             slos[key] = float(value)
         except ValueError:
             key = ""
-        if key not in SLOS or slos[key] <= 0:
+        if key not in SLOS or not slos[key] > 0:  # NaN too
             raise ConfigError(f"expected KEY:MS with KEY one of {', '.join(SLOS)}, got {item!r}", None, "--goodput")
     return slos
 

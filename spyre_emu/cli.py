@@ -17,7 +17,7 @@ from . import pool
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import ConfigError, SpyreEmuError
-from .files import distinct_outputs, replace_tree, write_all
+from .files import distinct_outputs, write_all
 from .gemm import run_gemm
 from .host import load_host
 from .host.drawer import run_on_cards, trace_events
@@ -190,9 +190,8 @@ def _run(args: argparse.Namespace) -> None:
         _make_dir(Path(args.output_dir))
     distinct_outputs({**named, **{f"output {name}": Path(args.output_dir) / file
                                   for name, file in result.output_files.items()}}, read)
-    write_all(outputs)
-    if args.trace:
-        replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
+    write_all(outputs, {_ideal_cycles_dir(Path(args.trace)): ideal_cycles_files(result.report.data["kernels"])}
+              if args.trace else None)
     if not args.quiet:
         sys.stdout.write(result.report.to_text() + drawer)
 

@@ -124,20 +124,32 @@ def _identity(path: Path) -> object:
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold SIGINT while outputs are renamed into place: an interrupt then lands after the last rename,
-    so a run leaves all of its outputs or none of them."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    so a run leaves all of its outputs or none of them.
+
+    Held by Python's handler, not the thread's signal mask: the kernel gives a process-directed signal to any
+    thread that does not block it (numba's, a pool's), and Python then runs its handler in the main thread
+    anyway, in the middle of the renames."""
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not the main thread, where Python delivers signals: nothing lands here to defer
+        yield
+        return
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)  # to the handler the run had: KeyboardInterrupt, or ignored
 
 
-def write_all(outputs: list[tuple[Path, bytes | np.ndarray]]) -> None:
-    """Write every output to a temporary file beside it, then rename them all into place.
-
-    A path that cannot be written fails the run before any output file appears.
-    """
+def write_all(outputs: list[tuple[Path, bytes | np.ndarray]],
+              trees: dict[Path, dict[str, bytes]] | None = None) -> None:
+    """Write every output to a temporary file beside it, and every folder of ``trees`` (relative paths -> bytes) to a
+    temporary folder beside it, then rename them all into place under one hold of SIGINT: a run leaves all of its
+    outputs or none. A path that cannot be written fails the run before any output appears."""
     staged: list[tuple[str, Path]] = []
+    folders: list[tuple[Path, Path, Path]] = []  # (fresh, path, where the folder at path goes aside)
     path = None
     try:
         for path, payload in outputs:
@@ -152,35 +164,27 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]]) -> None:
                     handle.write(payload)
                 else:
                     np.save(handle, payload, allow_pickle=False)
+        for path, files in (trees or {}).items():
+            remove_stale(path)
+            fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
+            folders.append((fresh, path, fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)))
+            fresh.chmod(_mode(True))
+            for rel, payload in files.items():
+                (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+                (fresh / rel).write_bytes(payload)
         with interrupts_deferred():
             for tmp, path in staged:
                 os.replace(tmp, path)
+            for fresh, path, old in folders:
+                _swap_in(fresh, path, old)
     except OSError as exc:
         raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
     finally:
         for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
-
-
-def replace_tree(path: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` (relative paths) into a fresh folder beside ``path``, then swap it in whole."""
-    fresh = old = None
-    try:
-        remove_stale(path)
-        fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
-        fresh.chmod(_mode(True))
-        for rel, payload in files.items():
-            (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
-            (fresh / rel).write_bytes(payload)
-        old = fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)
-        with interrupts_deferred():
-            _swap_in(fresh, path, old)
-    except OSError as exc:
-        raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
-    finally:
-        for tmp in (fresh, old):
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+        for fresh, _, old in folders:
+            shutil.rmtree(fresh, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _swap_in(fresh: Path, path: Path, old: Path) -> None:

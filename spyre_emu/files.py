@@ -117,7 +117,7 @@ def _identity(path: Path) -> object:
     try:
         st = path.stat()
     except OSError:
-        return path.resolve()
+        return os.path.realpath(path)  # a link loop too (Path.resolve raises RuntimeError on one)
     return st.st_dev, st.st_ino
 
 

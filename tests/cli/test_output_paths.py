@@ -69,6 +69,13 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(folder, capsys,
     assert not [p for p in folder.rglob("*.tmp")]
 
 
+def test_a_link_loop_among_the_paths_is_the_usual_one_line(folder, capsys):
+    """Path.resolve raised RuntimeError on a link loop: distinct_outputs' first version let it through."""
+    os.symlink("loop", folder / "loop")
+    assert main(["gemm", "--m", "64", "--n", "64", "--k", "64", "--config", str(folder / "loop"), "--quiet"]) == 2
+    assert capsys.readouterr().err.startswith(f"spyre-emu: error: {folder / 'loop'}: cannot read config: ")
+
+
 def test_distinct_outputs_still_run(folder, capsys):
     assert main(["run", str(folder / "p.json"), "--quiet", "--json", str(folder / "a.json"),
                  "--trace", str(folder / "b.json")]) == 0

@@ -34,7 +34,8 @@ def program_input(base: Path, name: str, file: str, where: str,
                   elsewhere: str = "; give files elsewhere with --input") -> Path:
     """``name`` (from a program) inside the program's folder ``base``, symbolic links resolved."""
     path = base / name
-    if Path(name).is_absolute() or not path.resolve().is_relative_to(base.resolve()):
+    # realpath, not Path.resolve: that raises RuntimeError on a link loop, which the read then refuses in one line
+    if Path(name).is_absolute() or not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(base)):
         raise ProgramError(f"input {name!r} is outside the program's folder{elsewhere}", file, where)
     return path
 

@@ -170,6 +170,7 @@ def _bundle(folder, old: str, new: str):
     ("/etc/hostname", r"sdsc_filename: input '/etc/hostname' is outside the program's folder$"),
     ("fifo.json", r"fifo\.json: cannot read: not a regular file"),  # was a hang: read_text waited on the FIFO
     ("deep.json", r"deep\.json: invalid JSON: nested too deeply"),  # was a RecursionError traceback
+    ("loop.json", r"loop\.json: cannot read: Too many levels of symbolic links"),  # was Path.resolve's RuntimeError
 ])
 def test_a_file_the_bundle_names_is_read_only_inside_the_folder(tmp_path, name, message):
     """bundle.mlir's sdsc_filename is untrusted: it read any file it named, blocked on a FIFO and let json's
@@ -178,6 +179,7 @@ def test_a_file_the_bundle_names_is_read_only_inside_the_folder(tmp_path, name, 
     (tmp_path / "outside.json").write_text((folder / "sdsc_0.json").read_text())
     os.mkfifo(folder / "fifo.json")
     (folder / "deep.json").write_text("[" * 100000)
+    (folder / "loop.json").symlink_to("loop.json")
     _bundle(folder, 'sdsc_filename="sdsc_0.json"', f'sdsc_filename="{name}"')
     with pytest.raises(ProgramError, match=message):
         import_sdsc(folder)

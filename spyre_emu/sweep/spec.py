@@ -78,6 +78,8 @@ def _spec(raw: dict[str, Any], base: Path) -> Spec:
             raise ConfigError(f"unknown option; expected one of {', '.join(OPTIONS)}", None, f"sweep.{key}")
         if not isinstance(value, OPTIONS[key]) or isinstance(value, bool):
             raise ConfigError(f"expected {OPTIONS[key].__name__}, got {value!r}", None, f"sweep.{key}")
+        if key == "workers" and value < 1:  # as --workers: 0 or less ran on every CPU or serially, unsaid
+            raise ConfigError(f"must be at least 1, got {value}", None, "sweep.workers")
     return Spec(_task(raw.get("task", {}), base), _flat(raw.get("fixed", {}), "fixed"), space, dict(options))
 
 

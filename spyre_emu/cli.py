@@ -139,13 +139,6 @@ def _inputs(items: list[str]) -> dict[str, Path]:
     return out
 
 
-def _make_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpyreEmuError(f"cannot create: {exc.strerror}", str(path)) from None
-
-
 def _ideal_cycles_dir(trace: Path) -> Path:
     """Beside the trace: run.json -> run_ideal_cycles/ (acelyzer -i run.json -c run_ideal_cycles)."""
     return trace.with_name(trace.stem + "_ideal_cycles")
@@ -186,12 +179,10 @@ def _run(args: argparse.Namespace) -> None:
         outputs.append((Path(args.trace), trace.encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
-    if result.outputs:
-        _make_dir(Path(args.output_dir))
     distinct_outputs({**named, **{f"output {name}": Path(args.output_dir) / file
                                   for name, file in result.output_files.items()}}, read)
     write_all(outputs, {_ideal_cycles_dir(Path(args.trace)): ideal_cycles_files(result.report.data["kernels"])}
-              if args.trace else None)
+              if args.trace else None, Path(args.output_dir) if result.outputs else None)
     if not args.quiet:
         sys.stdout.write(result.report.to_text() + drawer)
 

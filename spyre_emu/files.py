@@ -144,14 +144,21 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)  # to the handler the run had: KeyboardInterrupt, or ignored
 
 
-def write_all(outputs: list[tuple[Path, bytes | np.ndarray]],
-              trees: dict[Path, dict[str, bytes]] | None = None) -> None:
+def write_all(outputs: list[tuple[Path, bytes | np.ndarray]], trees: dict[Path, dict[str, bytes]] | None = None,
+              folder: Path | None = None) -> None:
     """Write every output to a temporary file beside it, and every folder of ``trees`` (relative paths -> bytes) to a
     temporary folder beside it, then rename them all into place under one hold of SIGINT: a run leaves all of its
-    outputs or none. A path that cannot be written fails the run before any output appears."""
+    outputs or none. A path that cannot be written fails the run before any output appears; ``folder`` (--output-dir)
+    is created if missing, and removed again then."""
     staged: list[tuple[str, Path]] = []
     folders: list[tuple[Path, Path, Path]] = []  # (fresh, path, where the folder at path goes aside)
-    path = None
+    created = [] if folder is None else [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    path = done = None
+    if folder is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpyreEmuError(f"cannot create: {exc.strerror}", str(folder)) from None
     try:
         for path, payload in outputs:
             remove_stale(path)
@@ -178,6 +185,7 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]],
                 os.replace(tmp, path)
             for fresh, path, old in folders:
                 _swap_in(fresh, path, old)
+        done = True
     except OSError as exc:
         raise SpyreEmuError(f"cannot write: {exc.strerror}", str(path)) from None
     finally:
@@ -186,6 +194,9 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]],
         for fresh, _, old in folders:
             shutil.rmtree(fresh, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
+        for made in created if not done else []:
+            with contextlib.suppress(OSError):
+                made.rmdir()
 
 
 def _swap_in(fresh: Path, path: Path, old: Path) -> None:

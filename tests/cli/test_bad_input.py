@@ -274,6 +274,15 @@ def test_unwritable_functional_output_leaves_no_report(cli):
     assert message == f"{cli.tmp / 'a_file'}: cannot create: File exists"
 
 
+def test_a_failed_write_removes_the_output_dir_it_created(cli):
+    """--output-dir was created before the writes, and stayed, empty, when --json then failed (session 40's fuzzing)."""
+    code, _, err = cli(_with_buffer(output="x.npy"), "--functional", "--output-dir", str(cli.out / "new" / "o"),
+                       "--json", str(cli.out), outputs=False)
+    assert code == 2
+    assert err == f"{PREFIX}{cli.out}: cannot write: Is a directory\n"
+    assert list(cli.out.iterdir()) == []
+
+
 def test_report_path_is_a_directory(cli):
     code, _, err = cli(_program(), "--json", str(cli.out), outputs=False)
     assert code == 2

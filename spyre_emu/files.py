@@ -164,6 +164,8 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]], trees: dict[Path, 
             remove_stale(path)
             if path.is_dir():
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            if path.exists() and not path.is_file():  # a device or a FIFO: the rename would put a file in its place
+                raise OSError(errno.EINVAL, "not a regular file (an output replaces a file)")
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as handle:
@@ -174,6 +176,8 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]], trees: dict[Path, 
                     np.save(handle, payload, allow_pickle=False)
         for path, files in (trees or {}).items():
             remove_stale(path)
+            if path.is_symlink() or (path.exists() and not path.is_dir()):  # it would be moved aside and left there
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder (the run puts one there)")
             fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
             folders.append((fresh, path, fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)))
             fresh.chmod(_mode(True))

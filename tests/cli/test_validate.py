@@ -150,3 +150,14 @@ def test_unreadable_measurements_are_one_line(tmp_path, capsys, text, message):
     assert err.startswith(f"spyre-emu: error: {data / 'measurements.json'}: {message}"), err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("option", "value"), [("--out", ""), ("--out", ".."), ("--plot", "")])
+def test_an_output_that_is_no_file_name_is_one_line(tmp_path, capsys, monkeypatch, option, value):
+    """--out '' was Path.with_suffix's ValueError traceback, deriving the plot's name (the fuzz harness's fourth
+    round)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--only", "sustained", "--quiet", "--out", "v.md", option, value]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"spyre-emu: error: {option}: expected a file name\n"
+    assert list(tmp_path.iterdir()) == []

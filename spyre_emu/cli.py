@@ -17,7 +17,7 @@ from . import pool
 from .config import load_machine
 from .engine import DEFAULT_MAX_CYCLES
 from .errors import ConfigError, SpyreEmuError
-from .files import replace_tree, write_all
+from .files import distinct_outputs, write_all
 from .gemm import run_gemm
 from .host import load_host
 from .host.drawer import run_on_cards, trace_events
@@ -29,7 +29,7 @@ from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
-from .validation.calibration import DEFAULT_DATA, SINGLE, load_cases
+from .validation.calibration import DEFAULT_DATA, SINGLE, SWEEP, load_cases
 from .validation.cases import plot_calibration, render_calibration, run_cases
 from .validation.host import host_cases, render_host
 from .validation.measurements import MEASUREMENTS, PROGRAMS, render_overall, validate
@@ -139,13 +139,6 @@ def _inputs(items: list[str]) -> dict[str, Path]:
     return out
 
 
-def _make_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpyreEmuError(f"cannot create: {exc.strerror}", str(path)) from None
-
-
 def _ideal_cycles_dir(trace: Path) -> Path:
     """Beside the trace: run.json -> run_ideal_cycles/ (acelyzer -i run.json -c run_ideal_cycles)."""
     return trace.with_name(trace.stem + "_ideal_cycles")
@@ -153,6 +146,11 @@ def _ideal_cycles_dir(trace: Path) -> Path:
 
 def _run(args: argparse.Namespace) -> None:
     kwargs = _max_cycles(args.max_cycles)
+    inputs = _inputs(args.input)
+    read = {"the program": args.program, "--config": args.config, **{f"--input {n}": p for n, p in inputs.items()}}
+    named = {"--json": args.json, "--trace": args.trace,
+             "--trace's folder": args.trace and _ideal_cycles_dir(Path(args.trace))}
+    distinct_outputs(named, read)
     machine = load_machine(args.config, args.set)
     host = load_host() if args.cards is not None else None
     if host and not 1 <= args.cards <= host.drawer.max_cards:
@@ -160,7 +158,7 @@ def _run(args: argparse.Namespace) -> None:
     program = load(args.program, machine)
     bar = ProgressBar(sys.stderr)
     try:
-        result = run(program, machine, functional=args.functional, inputs=_inputs(args.input), progress=bar,
+        result = run(program, machine, functional=args.functional, inputs=inputs, progress=bar,
                      **kwargs)
     finally:
         bar.close()
@@ -181,11 +179,10 @@ def _run(args: argparse.Namespace) -> None:
         outputs.append((Path(args.trace), trace.encode()))
     for name, array in result.outputs.items():
         outputs.append((Path(args.output_dir) / result.output_files[name], array))
-    if result.outputs:
-        _make_dir(Path(args.output_dir))
-    write_all(outputs)
-    if args.trace:
-        replace_tree(_ideal_cycles_dir(Path(args.trace)), ideal_cycles_files(result.report.data["kernels"]))
+    distinct_outputs({**named, **{f"output {name}": Path(args.output_dir) / file
+                                  for name, file in result.output_files.items()}}, read)
+    write_all(outputs, {_ideal_cycles_dir(Path(args.trace)): ideal_cycles_files(result.report.data["kernels"])}
+              if args.trace else None, Path(args.output_dir) if result.outputs else None)
     if not args.quiet:
         sys.stdout.write(result.report.to_text() + drawer)
 
@@ -199,6 +196,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     limit = threshold(args.tolerance, "--tolerance")
+    distinct_outputs({"--json": args.json}, {"the program": args.program, "--baseline": args.baseline,
+                                             "--config": args.config})
     baseline = read_report(args.baseline)
     machine = load_machine(args.config, args.set)
     report = run(load(args.program, machine), machine).report
@@ -213,6 +212,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _gemm(args: argparse.Namespace) -> None:
     kwargs = _max_cycles(args.max_cycles)
+    distinct_outputs({"--json": args.json}, {"--config": args.config})
     machine = load_machine(args.config, args.set)
     report = run_gemm(args.m, args.n, args.k, machine, args.dtype, args.cores, **kwargs)
     if args.json:
@@ -240,6 +240,8 @@ def _sweep_parser(sub: argparse._SubParsersAction) -> None:
 
 def _sweep(args: argparse.Namespace) -> None:
     from .sweep import run_spec  # noqa: PLC0415 -- sweeps load their executors only for this command
+    from .sweep.spec import PATHS as SPEC_PATHS  # noqa: PLC0415
+    from .sweep.spec import load_spec  # noqa: PLC0415
     from .sweep.table import FORMATS  # noqa: PLC0415
     if args.workers is not None and args.workers < 1:
         raise SpyreEmuError("must be at least 1", None, "--workers")
@@ -247,6 +249,9 @@ def _sweep(args: argparse.Namespace) -> None:
     if output and output.suffix not in FORMATS:
         raise SpyreEmuError(f"unknown output type {output.suffix!r}; expected one of {', '.join(FORMATS)}", None,
                             "--output")
+    task = load_spec(args.spec).task
+    distinct_outputs({"--output": output}, {"the spec": args.spec, **{f"task.{k}": getattr(task, k, None)
+                                                                      for k in SPEC_PATHS}})
     try:
         result = run_spec(args.spec, executor=args.executor, workers=args.workers, address=args.address,
                           cache=not args.no_cache)
@@ -260,8 +265,14 @@ def _sweep(args: argparse.Namespace) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    machine = load_machine(args.config, args.set)
     data = Path(args.data) if args.data else DEFAULT_DATA
+    if Path(args.out).name in ("", "..") or (args.plot is not None and Path(args.plot).name in ("", "..")):
+        raise SpyreEmuError("expected a file name", None, "--out" if Path(args.out).name in ("", "..") else "--plot")
+    plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
+    distinct_outputs({"--out": args.out, "--plot": plot},
+                     {"--config": args.config, "--data's sweep": data / SWEEP, "--data's measurements": data / SINGLE,
+                      **{f"--programs' {p.name}": p for p in sorted(Path(args.programs).glob("*.json"))}})
+    machine = load_machine(args.config, args.set)
     cases, calls = load_cases(data) if args.data or data.is_dir() else ([], {})
     if args.only:
         cases = [c for c in cases if any(c.name.startswith(n) for n in args.only)]
@@ -276,7 +287,7 @@ def _validate(args: argparse.Namespace) -> int:
     text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")
     outputs = []
     if points or not_run:
-        plot = (Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")) if points else None
+        plot = plot if points else None
         text += render_calibration(points, _shown(data), plot and os.path.relpath(plot, Path(args.out).parent),
                                    not_run)
         outputs += [(plot, plot_calibration(points, plot))] if plot else []
@@ -299,6 +310,9 @@ def _shown(folder: Path) -> str:
 
 
 def _import_sdsc(args: argparse.Namespace) -> None:
+    folder = Path(args.directory)
+    read = sorted([*folder.glob("sdsc_*.json"), *folder.glob("bundle.mlir")]) if folder.is_dir() else []
+    distinct_outputs({"-o": args.output}, {f"the input {p.name}": p for p in read})
     program = import_sdsc(args.directory)
     write_all([(Path(args.output), (json.dumps(program, indent=1) + "\n").encode())])
 
@@ -307,6 +321,7 @@ def _plot(args: argparse.Namespace) -> None:
     from .results.plots import KINDS, image_bytes  # noqa: PLC0415 -- matplotlib loads only for this command
     if args.kind not in KINDS:
         raise SpyreEmuError(f"unknown kind {args.kind!r}; expected one of {', '.join(KINDS)}", "--kind")
+    distinct_outputs({"-o": args.output}, {"the report": args.report})
     try:
         figure = KINDS[args.kind](read_json(Path(args.report)))
     except SpyreEmuError as exc:

@@ -38,14 +38,7 @@ def load_machine(path: str | Path | None = None, overrides: list[str] | tuple[st
 def load_config(cls: type[T], path: Path, overrides: list[str] | tuple[str, ...]) -> tuple[T, Callable[[str], str]]:
     """The dataclass ``cls`` built from TOML ``path`` with ``KEY=VALUE`` overrides, and ``blame``: the
     --set option that last wrote a key (or a table holding it), else the file, for its error messages."""
-    try:
-        raw = tomllib.loads(read_bytes(path).decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"invalid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})", str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", str(path)) from None
+    raw = read_toml(path, "config")
     setters = {_apply_override(raw, item): f"--set {item}" for item in overrides}
 
     def blame(key: str) -> str:
@@ -58,6 +51,27 @@ def load_config(cls: type[T], path: Path, overrides: list[str] | tuple[str, ...]
         raise ConfigError(exc.message, blame(exc.path or ""), exc.path) from None
 
 
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A TOML file (a config, a sweep spec) as a dict; any read or parse failure is one ConfigError naming it."""
+    try:
+        return parse_toml(read_bytes(path).decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what}: {exc.strerror}", str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"invalid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})", str(path)) from None
+    except ValueError as exc:  # TOMLDecodeError, nesting too deep, an integer of more than 4300 digits
+        raise ConfigError(f"invalid TOML: {exc}", str(path)) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, its every failure a ValueError: it raises RecursionError on arrays or inline tables nested
+    past Python's stack, and int()'s ValueError on an integer of more than 4300 digits."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _apply_override(raw: dict[str, Any], item: str) -> str:
     """Set one ``KEY=VALUE`` in ``raw``; returns the key."""
     key, sep, text = item.partition("=")
@@ -65,9 +79,11 @@ def _apply_override(raw: dict[str, Any], item: str) -> str:
     if not sep or not key.strip():
         raise ConfigError("expected KEY=VALUE, e.g. ring.hop_latency_cycles=3", where)
     try:
-        value = tomllib.loads(f"v = {text}")["v"]
+        value = parse_toml(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text
+    except ValueError as exc:  # valid TOML syntax that tomllib cannot hold
+        raise ConfigError(f"invalid value: {exc}", where) from None
     *parents, leaf = key.strip().split(".")
     node = raw
     for part in parents:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from ..errors import ProgramError
+from ..files import program_input, read_bytes
 
 _EXECUTE = re.compile(r"sdsc_execute\s*\(([^)]*)\)\s*\{([^}]*)\}")
 _DEF = re.compile(r"%(\w+)\s*=\s*(sdscbundle\.input_arg_extract value from %arg_(\d+)_base_addr"
@@ -22,8 +23,13 @@ def read_bundle(directory: Path) -> list[tuple[str, dict[int, tuple[int, int]]]]
     path = directory / "bundle.mlir"
     if not path.is_file():
         return None
-    text = path.read_text(errors="replace")
-    values = _ssa_values(text)
+    try:
+        text = read_bytes(program_input(directory, path.name, str(path), "", "")).decode(errors="replace")
+        values = _ssa_values(text)
+    except OSError as exc:
+        raise ProgramError(f"cannot read: {exc.strerror}", str(path)) from None
+    except ValueError as exc:  # an arith.constant of more than 4300 digits
+        raise ProgramError(f"unreadable constant: {exc}", str(path)) from None
     out = []
     for i, m in enumerate(_EXECUTE.finditer(text)):
         where = f"sdsc_execute[{i}]"
@@ -32,7 +38,10 @@ def read_bundle(directory: Path) -> list[tuple[str, dict[int, tuple[int, int]]]]
         if not file or not ids:
             raise ProgramError("sdsc_execute without sdsc_filename or symbol_ids", str(path), where)
         operands = re.findall(r"%(\w+)", m.group(1))
-        id_list = [int(s) for s in ids.group(1).replace(" ", "").split(",") if s]
+        try:
+            id_list = [int(s) for s in ids.group(1).replace(" ", "").split(",") if s]
+        except ValueError:
+            raise ProgramError("symbol_ids must be a list of integers", str(path), where) from None
         if len(operands) != len(id_list) or any(values.get(o, (None,))[0] is None for o in operands):
             raise ProgramError("operands do not match symbol_ids or are not argument addresses", str(path), where)
         out.append((file.group(1), {s: values[o] for s, o in zip(id_list, operands, strict=True)}))

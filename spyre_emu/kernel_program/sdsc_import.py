@@ -12,7 +12,6 @@ simulating something else. Fields it does not know are listed in the program's `
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -20,6 +19,8 @@ from typing import Any
 
 from ..config import DTYPE_BYTES
 from ..errors import ProgramError
+from ..files import program_input
+from ..unit_program.load import read_json
 from .layout import default_layout, elems_per_stick
 from .load import FORMAT, parse_kernel_program
 from .ops import OPS
@@ -106,12 +107,8 @@ def _sdsc_files(imp: _Importer) -> list[str]:
 
 
 def _read_json(imp: _Importer, name: str) -> Any:
-    try:
-        return json.loads((imp.dir / name).read_text())
-    except OSError as exc:
-        raise imp.fail(f"cannot read: {exc.strerror}", name) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise imp.fail(f"not JSON: {exc}", name) from None
+    """An SDSC file: a name bundle.mlir gives must stay inside the folder (the threat model: docs/reliability.md)."""
+    return read_json(program_input(imp.dir, name, str(imp.dir / "bundle.mlir"), "sdsc_filename", ""))
 
 
 # --- one SDSC file -> one kernel --------------------------------------------------------------

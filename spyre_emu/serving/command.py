@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import load_machine
 from ..errors import ConfigError
-from ..files import write_all
+from ..files import distinct_outputs, write_all
 from ..host import load_host
 from . import datasets, report, workload
 from .engine import Run, simulate
@@ -76,6 +76,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("must be a multiple of 64 (the KV block)", None, "--max-num-batched-tokens")
     if args.random_prefix_len < 0:
         raise ConfigError("must be at least 0", None, "--random-prefix-len")
+    if args.seed < 0:  # numpy's generators take any whole number from 0 up
+        raise ConfigError(f"must be at least 0, got {args.seed}", None, "--seed")
     if ":" not in args.model:
         preset(args.model)
     cards = load_host().drawer.max_cards
@@ -87,6 +89,9 @@ def _check(args: argparse.Namespace) -> None:
     if (args.dataset_name == "random") != (args.dataset_path is None):
         raise ConfigError("a --dataset-path needs --dataset-name sharegpt, burstgpt or azure, and they need a path",
                           None, "--dataset-path")
+    distinct_outputs({f"--{name.replace('_', '-')}": getattr(args, name)
+                      for name in ("json", "trace", "plot_cdf", "plot_card", "plot_rates")},
+                     {"--dataset-path": args.dataset_path, "--config": args.config})
 
 
 def _percentiles(text: str) -> tuple[float, ...]:
@@ -107,7 +112,7 @@ def _slos(items: list[str]) -> dict[str, float]:
             slos[key] = float(value)
         except ValueError:
             key = ""
-        if key not in SLOS or slos[key] <= 0:
+        if key not in SLOS or not slos[key] > 0:  # NaN too
             raise ConfigError(f"expected KEY:MS with KEY one of {', '.join(SLOS)}, got {item!r}", None, "--goodput")
     return slos
 

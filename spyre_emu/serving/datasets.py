@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..files import read_bytes
 
 CHARS_PER_TOKEN = 4  # assumed: a common rule of thumb for English text and BPE tokenizers
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -24,8 +25,10 @@ Row = tuple[int, int, float]  # prompt tokens, output tokens, send time (s from 
 def load(path: Path, kind: str) -> list[Row]:
     """Rows of a trace of ``kind``: "sharegpt", "azure" or "burstgpt"."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bytes(path).decode("utf-8")  # a regular file: a FIFO or a device is refused, not waited on
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", str(path)) from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read: {exc}", str(path)) from None
     rows = _sharegpt(text, path) if kind == "sharegpt" else _csv(text, path, AZURE if kind == "azure" else BURSTGPT)
     if not rows:
@@ -44,6 +47,10 @@ def _sharegpt(text: str, path: Path) -> list[Row]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc.msg} (line {exc.lineno})", str(path)) from None
+    except RecursionError:
+        raise ConfigError("not JSON: nested too deeply", str(path)) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise ConfigError(f"not JSON: {exc}", str(path)) from None
     if not isinstance(data, list):
         raise ConfigError("expected a list of conversations", str(path), "$")
     rows = []

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..errors import ConfigError
 
+MAX_LEN = 1 << 62
+
 
 @dataclass(frozen=True)
 class Request:
@@ -30,13 +32,20 @@ class Request:
 
 def arrivals(count: int, rate: float, burstiness: float, rng: np.random.Generator) -> list[float]:
     """Send times in seconds: cumulative Gamma gaps, the first request at 0."""
-    if rate <= 0 or burstiness <= 0:
-        raise ConfigError("must be positive", None, "--request-rate" if rate <= 0 else "--burstiness")
+    if not rate > 0:  # NaN too
+        raise ConfigError(f"must be positive, got {rate}", None, "--request-rate")
+    if not 0 < burstiness < math.inf:
+        raise ConfigError(f"must be positive and finite, got {burstiness}", None, "--burstiness")
     if math.isinf(rate):
         return [0.0] * count
-    gaps = rng.gamma(burstiness, 1.0 / (rate * burstiness), size=count)
+    scale = 1.0 / (rate * burstiness) if rate * burstiness > 0 else math.inf
+    gaps = rng.gamma(burstiness, scale, size=count)
     gaps[0] = 0.0
-    return [round(float(t), 9) for t in np.cumsum(gaps)]  # whole nanoseconds, as the engine counts
+    times = np.cumsum(gaps)
+    if not math.isfinite(float(times[-1]) * 1e9):  # the engine counts whole nanoseconds
+        raise ConfigError(f"{rate:g} requests/s (burstiness {burstiness:g}) sends requests later than the clock "
+                          "counts", None, "--request-rate")
+    return [round(float(t), 9) for t in times]  # whole nanoseconds, as the engine counts
 
 
 def random_lengths(count: int, input_len: int, output_len: int, range_ratio: float,
@@ -45,8 +54,8 @@ def random_lengths(count: int, input_len: int, output_len: int, range_ratio: flo
     if not 0 <= range_ratio < 1:
         raise ConfigError(f"must be in [0, 1), got {range_ratio}", None, "--random-range-ratio")
     for name, value in (("--random-input-len", input_len), ("--random-output-len", output_len)):
-        if value < 1:
-            raise ConfigError(f"must be at least 1, got {value}", None, name)
+        if not 1 <= value <= MAX_LEN:  # numpy draws the lengths as int64, up to len (1 + ratio)
+            raise ConfigError(f"must be from 1 to 2^62, got {value}", None, name)
 
     def draw(n: int) -> np.ndarray:
         low, high = max(1, math.floor(n * (1 - range_ratio))), math.ceil(n * (1 + range_ratio))

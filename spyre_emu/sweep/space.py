@@ -63,6 +63,8 @@ def randint(low: int, high: int) -> Domain:
     return _domain("randint", [low, high], None)
 
 
+INT64_MAX = (1 << 63) - 1  # numpy draws randint's values as int64
+MAX_POINTS = 1_000_000  # every point is built before any runs; far past what a sweep simulates in a day
 KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint")
 
 
@@ -87,11 +89,14 @@ def _domain(kind: str, args: Any, where: str | None) -> Domain:
         if not args:
             raise ConfigError(f"{kind} has no values", None, where)
         return Domain(kind, tuple(args))
-    if len(args) != 2 or not all(isinstance(a, int | float) and not isinstance(a, bool) for a in args):
-        raise ConfigError(f"{kind} takes [low, high], two numbers", None, where)
+    if len(args) != 2 or not all(isinstance(a, int | float) and not isinstance(a, bool) and math.isfinite(a)
+                                 for a in args):
+        raise ConfigError(f"{kind} takes [low, high], two finite numbers", None, where)
     low, high = args
-    if kind == "randint" and not all(isinstance(a, int) for a in args):
-        raise ConfigError("randint takes [low, high], two integers", None, where)
+    if kind == "randint" and not all(isinstance(a, int) and abs(a) <= INT64_MAX for a in args):
+        raise ConfigError("randint takes [low, high], two integers of 64 bits", None, where)
+    if kind == "uniform" and not math.isfinite(high - low):  # numpy draws from low + (high - low) * u
+        raise ConfigError(f"uniform needs high - low to be finite, got [{low}, {high}]", None, where)
     if not low < high or (kind == "loguniform" and low <= 0):
         raise ConfigError(f"{kind} needs {'0 < ' if kind == 'loguniform' else ''}low < high, got [{low}, {high}]",
                           None, where)
@@ -102,8 +107,14 @@ def expand(space: dict[str, Any], num_samples: int = 1, seed: int = 0) -> list[P
     """Every point of ``space``: the grid crossed ``num_samples`` times, drawn parameters drawn per point."""
     if num_samples < 1:
         raise ConfigError(f"num_samples must be at least 1, got {num_samples}", None, "sweep.num_samples")
+    if seed < 0:  # numpy's generators take any whole number from 0 up
+        raise ConfigError(f"seed must be at least 0, got {seed}", None, "sweep.seed")
     space = {k: domain_of(v, f"space.{k}") for k, v in space.items()}
     grid = [k for k, v in space.items() if isinstance(v, Domain) and v.kind == "grid_search"]
+    count = num_samples * math.prod(len(space[k].args) for k in grid)
+    if count > MAX_POINTS:
+        raise ConfigError(f"the space has {count:,} points (its grids crossed, times num_samples); a sweep takes at "
+                          f"most {MAX_POINTS:,}", None, "space")
     rng = np.random.default_rng(seed)
     points = []
     for _ in range(num_samples):

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.load import read_toml
 from ..errors import ConfigError
-from ..files import read_bytes
 from .runner import Sweep, sweep
 from .space import KINDS
 from .tasks import MatmulTask, ProgramTask, Task
@@ -46,12 +45,7 @@ class Spec:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    try:
-        raw = tomllib.loads(read_bytes(path).decode("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read sweep spec: {exc.strerror}", str(path)) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"invalid TOML: {exc}", str(path)) from None
+    raw = read_toml(path, "sweep spec")
     try:
         return _spec(raw, path.parent)
     except ConfigError as exc:
@@ -84,6 +78,8 @@ def _spec(raw: dict[str, Any], base: Path) -> Spec:
             raise ConfigError(f"unknown option; expected one of {', '.join(OPTIONS)}", None, f"sweep.{key}")
         if not isinstance(value, OPTIONS[key]) or isinstance(value, bool):
             raise ConfigError(f"expected {OPTIONS[key].__name__}, got {value!r}", None, f"sweep.{key}")
+        if key == "workers" and value < 1:  # as --workers: 0 or less ran on every CPU or serially, unsaid
+            raise ConfigError(f"must be at least 1, got {value}", None, "sweep.workers")
     return Spec(_task(raw.get("task", {}), base), _flat(raw.get("fixed", {}), "fixed"), space, dict(options))
 
 

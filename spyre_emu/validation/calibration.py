@@ -13,7 +13,6 @@ range). Nothing here feeds the model: a case is a program and a measured figure.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 from ..errors import SpyreEmuError
 from ..files import read_bytes
+from ..unit_program.load import read_json
 from .stated import CARD_CORES, SHAPE, cores_problem, sfu_kernel, stated_cores, swiglu
 from .workloads import (
     matmul_program,
@@ -99,11 +99,9 @@ def _as_range(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(read_bytes(path))
-    except (OSError, SpyreEmuError) as exc:
-        raise SpyreEmuError(f"cannot read calibration data: {exc}", str(path)) from None
-    except ValueError as exc:
-        raise SpyreEmuError(f"invalid JSON: {exc}", str(path)) from None
+        return read_json(path)
+    except SpyreEmuError as exc:  # the file's name, then what read_json found (unreadable or invalid JSON)
+        raise SpyreEmuError(f"calibration data: {exc.message}", str(path)) from None
 
 
 def _sweep_rows(path: Path) -> list[dict[str, str]]:

@@ -1,6 +1,8 @@
 """Bad input to `spyre-emu run`: one stderr line naming the file and JSON path, exit 2, no output files."""
 
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -272,6 +274,37 @@ def test_unwritable_functional_output_leaves_no_report(cli):
     (cli.tmp / "a_file").write_text("")
     message = cli.fails(_with_buffer(output="x.npy"), "--functional", "--output-dir", str(cli.tmp / "a_file"))
     assert message == f"{cli.tmp / 'a_file'}: cannot create: File exists"
+
+
+def test_a_failed_write_removes_the_output_dir_it_created(cli):
+    """--output-dir was created before the writes, and stayed, empty, when --json then failed (session 40's fuzzing)."""
+    code, _, err = cli(_with_buffer(output="x.npy"), "--functional", "--output-dir", str(cli.out / "new" / "o"),
+                       "--json", str(cli.out), outputs=False)
+    assert code == 2
+    assert err == f"{PREFIX}{cli.out}: cannot write: Is a directory\n"
+    assert list(cli.out.iterdir()) == []
+
+
+def test_an_output_that_is_a_device_is_refused_not_replaced(cli):
+    """--json naming a device (here a copy of /dev/null's node) replaced the node with a regular file: as root,
+    `--json /dev/null` would have done that to /dev/null (session 40)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    device = cli.tmp / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    code, _, err = cli(_program(), "--json", str(device), outputs=False)
+    assert (code, err) == (2, f"{PREFIX}{device}: cannot write: not a regular file (an output replaces a file)\n")
+    assert stat.S_ISCHR(device.stat().st_mode)
+
+
+def test_a_file_where_the_trace_folder_goes_is_refused(cli):
+    """A file at OUT_ideal_cycles was moved aside and left there as a stray .old.tmp (session 40)."""
+    (cli.out / "t_ideal_cycles").write_text("mine")
+    code, _, err = cli(_program(), "--trace", str(cli.out / "t.json"), outputs=False)
+    assert (code, err) == (2, f"{PREFIX}{cli.out / 't_ideal_cycles'}: cannot write: not a folder (the run puts one "
+                              "there)\n")
+    assert sorted(p.name for p in cli.out.iterdir()) == ["t_ideal_cycles"]
+    assert (cli.out / "t_ideal_cycles").read_text() == "mine"
 
 
 def test_report_path_is_a_directory(cli):

@@ -33,6 +33,13 @@ if fault:
         os.kill(os.getpid(), getattr(signal, fault))
         np.save(handle, array, allow_pickle=allow_pickle)
     spyre_emu.files.np.save = save
+if os.environ.get("FAULT_RENAMING"):  # SIGINT while the outputs are renamed into that folder
+    replace = os.replace
+    def interrupting(src, dst):
+        if os.path.dirname(dst) == os.environ["FAULT_RENAMING"]:
+            os.kill(os.getpid(), signal.SIGINT)
+        replace(src, dst)
+    os.replace = interrupting
 from spyre_emu.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -57,7 +64,17 @@ def test_sigint_during_a_write_is_one_line_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     done = _run(out, "SIGINT")
     assert (done.returncode, done.stderr) == (130, "spyre-emu: interrupted\n")
-    assert sorted(p.name for p in out.iterdir()) == []  # no partial output, no temporary file
+    assert not out.exists()  # no partial output, no temporary file, not even the --output-dir the run created
+
+
+def test_sigint_while_outputs_are_renamed_leaves_them_all(tmp_path):
+    """SIGINT is held during the renames and lands after the last one. The trace's _ideal_cycles/ folder was swapped
+    in after that hold, under a second one: a SIGINT held by the first landed in between, leaving the report and
+    the trace without the folder (found reading the code in session 40); it is now renamed under the same hold."""
+    out = tmp_path / "out"
+    done = _run(out, FAULT_RENAMING=str(out))
+    assert (done.returncode, done.stderr) == (130, "spyre-emu: interrupted\n")
+    _complete(out)
 
 
 STARTING = """

@@ -102,6 +102,12 @@ def test_a_fifo_is_refused_not_waited_on(run):
     run.refused(_copy_program({}, {"output": "y.npy"}), "not a regular file", "--config", str(run.folder / "x.npy"))
 
 
+def test_a_link_loop_is_refused_in_one_line(run):
+    """Path.resolve raised RuntimeError on a link loop before the read could refuse it (session 40's fuzzing)."""
+    (run.folder / "x.npy").symlink_to("x.npy")
+    run.refused(_copy_program({"input": "x.npy"}, {"output": "y.npy"}), "Too many levels of symbolic links")
+
+
 def test_a_program_that_is_a_fifo_is_refused(tmp_path, capsys):
     os.mkfifo(tmp_path / "p.json")
     with _budget(20):

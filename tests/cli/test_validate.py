@@ -133,3 +133,31 @@ def test_tiled_softmax_stages_are_one_launch_and_eight_tiles():
     assert len(stages) == 8
     assert all(m.value is _tiled for m in stages)
     assert len({m.programs for m in stages}) == 8
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[" * 100000, "calibration data: invalid JSON: nested too deeply"),  # was a RecursionError traceback
+    ('{"cases": [', "calibration data: invalid JSON: Expecting value"),
+])
+def test_unreadable_measurements_are_one_line(tmp_path, capsys, text, message):
+    """validate --data with a measurements.json json cannot parse (found by the session-40 fuzz harness)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "measurements.json").write_text(text)
+    out = tmp_path / "validation.md"
+    assert main(["validate", "--data", str(data), "--only", "nope", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spyre-emu: error: {data / 'measurements.json'}: {message}"), err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("option", "value"), [("--out", ""), ("--out", ".."), ("--plot", "")])
+def test_an_output_that_is_no_file_name_is_one_line(tmp_path, capsys, monkeypatch, option, value):
+    """--out '' was Path.with_suffix's ValueError traceback, deriving the plot's name (the fuzz harness's fourth
+    round)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--only", "sustained", "--quiet", "--out", "v.md", option, value]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"spyre-emu: error: {option}: expected a file name\n"
+    assert list(tmp_path.iterdir()) == []

@@ -120,6 +120,26 @@ def test_not_utf8(tmp_path):
     assert str(_error(path)).startswith(f"{path}: invalid TOML: not UTF-8")
 
 
+@pytest.mark.parametrize(("value", "what"), [("[" * 5000 + "]" * 5000, "nested too deeply"),
+                                           ("9" * 5000, "4300 digits")])
+def test_toml_beyond_tomllib_is_invalid_toml(tmp_path, value, what):
+    """Arrays nested past Python's stack raised RecursionError, an integer of 5000 digits int()'s ValueError:
+    tracebacks from tomllib, which only ever promises TOMLDecodeError (found by fuzzing, session 40)."""
+    path = _write(tmp_path, TEXT.replace("[clock]\n", f"[clock]\nx = {value}\n", 1))
+    error = _error(path)
+    assert str(error).startswith(f"{path}: invalid TOML: ")
+    assert what in str(error)
+
+
+@pytest.mark.parametrize(("value", "what"), [("[" * 5000 + "]" * 5000, "nested too deeply"),
+                                           ("9" * 5000, "4300 digits")])
+def test_set_value_beyond_tomllib_names_the_option(value, what):
+    error = _error(None, [f"dram.channels={value}"])
+    assert error.file == f"--set dram.channels={value}"
+    assert error.message.startswith("invalid value: ")
+    assert what in error.message
+
+
 def test_missing_file(tmp_path):
     path = tmp_path / "nope.toml"
     assert str(_error(path)) == f"{path}: cannot read config: No such file or directory"

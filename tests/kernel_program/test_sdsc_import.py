@@ -2,6 +2,7 @@
 ones reproduce the manifest's reference op within its tolerance; tampered files fail clearly."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -155,6 +156,46 @@ def test_a_missing_field_is_one_line(tmp_path):
     folder = _copy(tmp_path, "exp")
     _edit(folder, "sdsc_0.json", lambda s: s["dscs_"][0]["exp"].pop("N_"))
     with pytest.raises(ProgramError, match=r"sdsc_0\.json: malformed SDSC \(KeyError: 'N_'\)"):
+        import_sdsc(folder)
+
+
+def _bundle(folder, old: str, new: str):
+    bundle = folder / "bundle.mlir"
+    assert old in bundle.read_text()
+    bundle.write_text(bundle.read_text().replace(old, new, 1))
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("../outside.json", r"sdsc_filename: input '\.\./outside\.json' is outside the program's folder$"),
+    ("/etc/hostname", r"sdsc_filename: input '/etc/hostname' is outside the program's folder$"),
+    ("fifo.json", r"fifo\.json: cannot read: not a regular file"),  # was a hang: read_text waited on the FIFO
+    ("deep.json", r"deep\.json: invalid JSON: nested too deeply"),  # was a RecursionError traceback
+    ("loop.json", r"loop\.json: cannot read: Too many levels of symbolic links"),  # was Path.resolve's RuntimeError
+])
+def test_a_file_the_bundle_names_is_read_only_inside_the_folder(tmp_path, name, message):
+    """bundle.mlir's sdsc_filename is untrusted: it read any file it named, blocked on a FIFO and let json's
+    RecursionError through (found by the session-40 fuzz harness)."""
+    folder = _copy(tmp_path, "mm")
+    (tmp_path / "outside.json").write_text((folder / "sdsc_0.json").read_text())
+    os.mkfifo(folder / "fifo.json")
+    (folder / "deep.json").write_text("[" * 100000)
+    (folder / "loop.json").symlink_to("loop.json")
+    _bundle(folder, 'sdsc_filename="sdsc_0.json"', f'sdsc_filename="{name}"')
+    with pytest.raises(ProgramError, match=message):
+        import_sdsc(folder)
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('"symbol_ids"=[-1,', '"symbol_ids"=[-1a,',
+     r"bundle\.mlir: sdsc_execute\[0\]: symbol_ids must be a list of integers"),
+    ("arith.constant 8192 ", "arith.constant " + "9" * 5000 + " ",
+     r"bundle\.mlir: unreadable constant: Exceeds the limit"),
+])
+def test_a_bundle_integer_that_does_not_read_is_one_line(tmp_path, old, new, message):
+    """int() of these was a ValueError traceback (found by the session-40 fuzz harness)."""
+    folder = _copy(tmp_path, "mm")
+    _bundle(folder, old, new)
+    with pytest.raises(ProgramError, match=message):
         import_sdsc(folder)
 
 

@@ -3,6 +3,7 @@ Every case is caught before the front end is imported (no torch, no compile)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,6 +31,14 @@ PREFIX = "spyre-emu: error: "
     (["--dataset-name", "sharegpt", "--dataset-path", "missing.json"], "missing.json: cannot read"),
     (["--set", "dram.size_bytes=-1"], "dram.size_bytes"),
     (["--request-rate"], "argument --request-rate: expected at least one argument"),
+    # found by the session-40 fuzz harness: tracebacks from numpy or int() once the run had started
+    (["--request-rate", "nan"], "--request-rate: must be positive, got nan"),
+    (["--request-rate", "1e-300"], "--request-rate: 1e-300 requests/s (burstiness 1) sends requests later than"),
+    (["--burstiness", "nan"], "--burstiness: must be positive and finite, got nan"),
+    (["--burstiness", "inf"], "--burstiness: must be positive and finite, got inf"),
+    (["--seed", "-1"], "--seed: must be at least 0, got -1"),
+    (["--random-input-len", "9223372036854775807"], "--random-input-len: must be from 1 to 2^62"),
+    (["--goodput", "ttft:nan"], "--goodput: expected KEY:MS"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, extra, message):
     monkeypatch.chdir(tmp_path)
@@ -40,6 +49,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, extra, 
     assert message in err
     assert err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("fifo", "cannot read: not a regular file"),  # read_text waited on the FIFO forever
+    ("deep", "not JSON: nested too deeply"),  # a RecursionError traceback
+])
+def test_an_unreadable_dataset_is_one_line(tmp_path, capsys, kind, message):
+    """Found by the session-40 fuzz harness."""
+    path = tmp_path / "data" / "sharegpt.json"
+    path.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("[" * 100000)
+    out = tmp_path / "out.json"
+    assert main(["serve", "--model", "granite-3.3-8b", "--dataset-name", "sharegpt", "--dataset-path", str(path),
+                 "--json", str(out)]) == 2
+    assert capsys.readouterr().err == f"{PREFIX}{path}: {message}\n"
+    assert not out.exists()
 
 
 def test_without_torch_serve_says_what_it_needs(tmp_path):

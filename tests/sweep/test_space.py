@@ -41,6 +41,12 @@ def test_toml_tables_are_domains():
     ({"a": {"randint": [0.5, 3]}}, "space.a: randint takes [low, high], two integers"),
     ({"a": {"loguniform": [0, 1]}}, "space.a: loguniform needs 0 < low < high, got [0, 1]"),
     ({"a": {"grid": [1]}}, "space.a: expected a value or one of"),
+    # numpy raised OverflowError / ValueError from inside the draw (session 40's fuzzing): refused up front now
+    ({"a": {"uniform": [0.0, float("inf")]}}, "space.a: uniform takes [low, high], two finite numbers"),
+    ({"a": {"uniform": [-1e308, 1e308]}}, "space.a: uniform needs high - low to be finite"),
+    ({"a": {"randint": [0, 2**70]}}, "space.a: randint takes [low, high], two integers of 64 bits"),
+    ({"a": {"grid_search": list(range(200))}, "b": {"grid_search": list(range(200))},
+      "c": {"grid_search": list(range(200))}}, "space: the space has 8,000,000 points"),
 ])
 def test_bad_domains_are_one_line_errors(space, message):
     with pytest.raises(ConfigError) as err:
@@ -55,3 +61,14 @@ def test_the_space_converts_to_ray_tune():
     assert space["a"] == tune.grid_search([1, 2])
     assert space["c"] == 3
     assert isinstance(space["b"], tune.search.sample.Float)
+
+
+@pytest.mark.parametrize(("samples", "seed", "message"), [
+    (10**12, 0, "space: the space has 1,000,000,000,000 points (its grids crossed, times num_samples)"),
+    (1, -1, "sweep.seed: seed must be at least 0, got -1"),
+])
+def test_impossible_sample_counts_and_seeds_are_refused_at_once(samples, seed, message):
+    """num_samples = 10^12 built points until memory ran out (a hang); seed = -1 was numpy's ValueError."""
+    with pytest.raises(ConfigError) as err:
+        expand({"a": uniform(0, 1)}, num_samples=samples, seed=seed)
+    assert str(err.value).startswith(message)

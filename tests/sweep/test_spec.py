@@ -42,6 +42,9 @@ def test_the_cli_writes_the_table(tmp_path, capsys):
     ("[fixed]\nM = 64\nN = 64\nK = 64\n[space]\ndram.channels = {grid_search = [true]}\n",
      "space.dram.channels: expected"),
     ("[space\n", "invalid TOML"),
+    ("[space]\nx = " + "[" * 5000 + "]" * 5000 + "\n", "invalid TOML: nested too deeply"),  # was RecursionError
+    ("[space]\nx = " + "9" * 5000 + "\n", "invalid TOML: Exceeds the limit (4300 digits)"),  # was ValueError
+    ("[space]\nsplit_m = 1\n[sweep]\nworkers = 0\n", "sweep.workers: must be at least 1, got 0"),  # as --workers
 ])
 def test_bad_specs_are_one_line_errors(tmp_path, capsys, text, message):
     spec = tmp_path / "bad.toml"

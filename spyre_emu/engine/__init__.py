@@ -45,14 +45,17 @@ def _recovering(dispatcher: Any) -> Callable[..., Any]:
     return call
 
 
-_LOOP: list[Callable[..., Any]] = []  # start_nb, run_nb once loaded
+_LOOP: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # start_nb, run_nb once loaded
 
 
-def _loop() -> list[Callable[..., Any]]:
-    """The jitted entry points, imported (numba with them) on the first simulation."""
-    if not _LOOP:
+def _loop() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The jitted entry points, imported (numba with them) on the first simulation. One assignment of the pair:
+    threads simulating for the first time at once each get a whole pair (extending a shared list gave a thread
+    four entries to unpack)."""
+    global _LOOP  # noqa: PLW0603 -- set once, by the first simulation
+    if _LOOP is None:
         from .loop import run_nb, start_nb  # noqa: PLC0415 -- numba loads here, not with the package
-        _LOOP.extend([_recovering(start_nb), _recovering(run_nb)])
+        _LOOP = (_recovering(start_nb), _recovering(run_nb))
     return _LOOP
 
 

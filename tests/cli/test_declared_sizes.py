@@ -12,7 +12,7 @@ from spyre_emu.validation.workloads import matmul_program
 from tests.conftest import ROOT
 
 LIMIT_BYTES = 3 << 30        # address space of the child: keeps a regression from swapping the machine
-MAX_RSS_BYTES = 400 << 20    # generous: the refusal measures about 100 MB, the import of numpy and numba included
+MAX_RSS_BYTES = 400 << 20    # generous: the refusal measures about 100 MB, the CLI's imports included (not numba)
 
 
 def _add(n: int, division: dict) -> dict:

@@ -82,7 +82,7 @@ import builtins, os, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 load = builtins.__import__
 def interrupting(name, *args, **kwargs):
-    if name == "numpy":  # the CLI is loading (numba loads later, with the first simulation, inside cli.main)
+    if name == os.environ["INTERRUPT_AT"]:
         os.kill(os.getpid(), signal.SIGINT)
     return load(name, *args, **kwargs)
 builtins.__import__ = interrupting
@@ -91,10 +91,13 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_sigint_while_the_cli_loads_is_one_line(tmp_path):
-    """Ctrl-C in the time the console script spends importing the CLI (numpy and the modules of every command)."""
+@pytest.mark.parametrize("module", ["numpy", "numba"])
+def test_sigint_while_the_cli_loads_is_one_line(tmp_path, module):
+    """Ctrl-C in the time the console script spends importing the CLI (numpy and the modules of every command),
+    or the first simulation spends importing numba and the jitted loop (inside ``cli.main``)."""
+    env = {**os.environ, "INTERRUPT_AT": module, "SPYRE_EMU_RESULT_CACHE": "0"}  # a hit would load no numba
     done = subprocess.run([sys.executable, "-c", STARTING, "run", str(PROGRAM), "--quiet"], capture_output=True,
-                          text=True, check=False, timeout=120, cwd=tmp_path)
+                          text=True, check=False, timeout=120, cwd=tmp_path, env=env)
     assert (done.returncode, done.stderr) == (130, "spyre-emu: interrupted\n")
     assert list(tmp_path.iterdir()) == []
 

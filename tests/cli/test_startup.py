@@ -1,6 +1,7 @@
 """What the CLI loads before it works (docs/speed.md, session 40): numba with the first simulation, matplotlib
 with the first plot; a program whose result is in the result cache loads no numba at all."""
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -37,3 +38,16 @@ def test_a_run_found_in_the_result_cache_loads_no_numba(tmp_path):
     assert first.stdout == "['llvmlite', 'numba']\n"  # simulated
     again = subprocess.run(argv, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
     assert again.stdout == "[]\n"  # the result cache's answer
+
+
+def test_the_start_up_benchmark_times_a_result_cache_hit(monkeypatch):
+    """engine_speed.py's ``cli_hit`` row is a hit even from a shell with ``SPYRE_EMU_RESULT_CACHE=0``, and its
+    ``cli_sim`` row simulates (the commands are recorded, not run)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    engine_speed = importlib.import_module("engine_speed")
+    calls = []
+    monkeypatch.setattr(engine_speed, "run_timed", lambda cmd, cwd, env: calls.append((cmd, env)) or (1.0, 1.0))
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    engine_speed.starts(ROOT)
+    cli = [env.get("SPYRE_EMU_RESULT_CACHE") for cmd, env in calls if cmd[-1] == "--quiet"]
+    assert cli == ["1"] * 4 + ["0"] * 3  # the result into the cache, three hits; three simulating runs

@@ -46,7 +46,7 @@ def start_dma_nb(st, u, i, t):
                     st[L.ST_QA], u, t + ins[i, L.I_DUR])
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _copies_nb(ins, i):
     """Copies of each stick a DMA instruction delivers: its multicast destinations, else one."""
     return max(1, ins[i, L.I_A4]) if ins[i, L.I_OP] == L.OP_LOAD else 1
@@ -60,7 +60,7 @@ def _port_nb(port, index, interval, t):
     return (free_fp + L.FP_ONE - 1) // L.FP_ONE
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _free_slot_nb(chunk, u, number, slots):
     """A free request slot of unit ``u``, looking from ``number``'s. Requests are served out of order
     (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
@@ -72,13 +72,13 @@ def _free_slot_nb(chunk, u, number, slots):
     return -1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _burst_nb(us, cfg, u):
     """Bytes of the unit's next burst: the rest of its piece, up to the next burst boundary."""
     return min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - us[u, L.U_ADDR] % cfg[L.C_BURST])
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _idle_nb(us, cfg, u, t):
     """Whether ``issue_nb`` would neither issue nor schedule anything now: nothing left to issue, a
     piece still being set up whose wake-up is already scheduled, or no budget for the next burst."""

@@ -25,7 +25,7 @@ from . import layout as L
 from .jit import njit
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def channel_of_nb(cfg, addr):
     """The interleave line modulo the channels, XORed with each higher group of line bits when
     ``C_HASH_GROUPS`` > 1 (``Dram.channel_of``)."""

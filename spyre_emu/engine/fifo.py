@@ -63,7 +63,7 @@ def _block_nb(us, times, u, reason, t):
         us[u, L.U_BLOCK] = reason
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _unblock_nb(us, times, u, t):
     """Charge the cycles since the unit blocked to its cause, on the unit and on its current
     instruction (reports split stalls by kernel); busy excludes them."""

@@ -19,13 +19,14 @@ So those handlers stay calls but take only the arrays they use, and so do
 an instruction's end and start below (twice per instruction: on a program of short PT passes, passing
 the tuple was most of the loop's time); only a DMA instruction's start gets the tuple.
 
-Two ways of inlining, by size (docs/speed.md, session 40). Small leaf helpers (an event push, a ring
-direction, a port's next cycle) are inlined in numba's IR (``inline="always"``): numba copies the callee's
-IR into each call site. The larger functions inlined into the loop (``stick_nb``, ``travel_nb``,
-``delivered_nb``, ``channel_nb``, ``_read_out_nb``, ``_try_start_nb``, ``push_tail_nb``, ``pop_nb``) are
-compiled once each and inlined by LLVM (``forceinline=True``): copying their IR, already grown by their own
-inlined callees, into the loop took about half of a cold compile (numba deep-copies the whole IR scope once per
-block). They take no bare ``0`` or ``1`` argument, which numba would compile a version of its own for.
+Inlining (docs/speed.md, session 40): every helper is compiled once and inlined by LLVM
+(``forceinline=True``), so no numba IR is copied (copying the larger ones' IR, already grown by their own
+inlined callees, into the loop took about half of a cold compile: numba deep-copies the whole IR scope once
+per block). Each takes the same argument types at every call site, or numba compiles a version per
+signature: no bare ``0`` or ``1`` argument (a ``Literal[int]``), no omitted default. Three tiny functions stay
+copied into their call sites in numba's IR (``inline="always"``): ``push_nb`` / ``at_nb``, which make every
+payload an ``int64`` (their callers pass literals and omit trailing zeros) before calling ``_push_nb``,
+and ``_port_nb``, called with a column view and with a contiguous array.
 """
 
 

@@ -49,7 +49,17 @@ def pending(qa: np.ndarray) -> int:
 
 @njit(cache=True, _nrt=False, inline="always")
 def push_nb(ev, qa, time, kind, p0, p1=0, p2=0, p3=0, p4=0):
-    """Schedule an event at ``time`` (never before the current cycle); False when full."""
+    """Schedule an event at ``time`` (never before the current cycle); False when full. A wrapper copied
+    into each call site (numba IR): it makes every argument ``int64``, so ``_push_nb`` (LLVM-inlined) has one
+    compiled version whatever the call site passes (a bare ``0`` or an omitted default would each be a
+    version of their own)."""
+    return _push_nb(ev, qa, np.int64(time), np.int64(kind), np.int64(p0), np.int64(p1), np.int64(p2),
+                    np.int64(p3), np.int64(p4))
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
+    """``push_nb`` with every argument given, each an ``int64``."""
     if qa[Q_FREE] == 0:
         return False
     slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
@@ -65,11 +75,11 @@ def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     """``push_nb`` with the append at its cycle's tail inlined (the walk before the tail, and the far heap,
     stay calls): for the push ending each stick's travel, half of all pushes on a streaming read."""
     if time >= qa[Q_CUR] + WINDOW or qa[Q_FREE] == 0:
-        return push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+        return _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     b = time & (WINDOW - 1)
     tail = qa[_TAIL + b]
     if qa[_HEAD + b] >= 0 and not _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
-        return push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
+        return _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     ev[slot, L.E_NEXT] = -1
     qa[Q_COUNT] += 1
@@ -82,7 +92,7 @@ def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     return True
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     """Take a free row (there is one) and fill it with the event; its slot."""
     cap = ev.shape[0]
@@ -99,7 +109,7 @@ def _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     return slot
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
     """Whether the queued event ``tail`` does not come after (kind, p0..p4) of its cycle."""
     r = ev[tail]
@@ -116,7 +126,7 @@ def _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
     return r[L.E_P4] <= p4
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _earlier_nb(ev, a, b):
     """Whether event slot ``a`` comes strictly before ``b``: (time, kind, payload)."""
     if ev[a, L.E_TIME] != ev[b, L.E_TIME]:
@@ -124,7 +134,7 @@ def _earlier_nb(ev, a, b):
     return _same_cycle_earlier_nb(ev, a, b)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _same_cycle_earlier_nb(ev, a, b):
     """``_earlier_nb`` for two events of one cycle (one bucket holds one cycle): kind, then payload."""
     for col in range(L.E_KIND, L.E_P4 + 1):

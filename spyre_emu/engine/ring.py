@@ -34,7 +34,7 @@ from .queue import at_nb, push_nb, push_tail_nb
 NEVER = 1 << 62
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _clockwise_nb(cfg, src, dst):
     """Hops from ``src`` to ``dst`` clockwise; without ``%``: a division by a value known only at run
     time costs tens of cycles, on every hop of the loop's critical path."""
@@ -42,13 +42,13 @@ def _clockwise_nb(cfg, src, dst):
     return cw + cfg[L.C_STOPS] if cw < 0 else cw
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def hops_nb(cfg, src, dst):
     cw = _clockwise_nb(cfg, src, dst)
     return min(cw, cfg[L.C_STOPS] - cw)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def direction_nb(cfg, stop, dst):
     """0 clockwise, 1 counter-clockwise: the shorter way, ties clockwise."""
     cw = _clockwise_nb(cfg, stop, dst)
@@ -70,7 +70,7 @@ def legs_nb(cfg, src, mask):
     return cw, ccw
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
     """Schedule a stick's arrival at ``stop``, counting it as waiting there unless it is home."""
     if stop != dst:
@@ -78,7 +78,7 @@ def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
     return push_nb(ev, qa, t, L.EV_STICK, stop, dst, u, role, x)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _injection_horizon_nb(st, stop, now):
     """The earliest cycle at which a stick could still be put on the ring at ``stop``."""
     stops, us, cfg = st[L.ST_STOPS], st[L.ST_US], st[L.ST_CFG]
@@ -94,7 +94,7 @@ def _injection_horizon_nb(st, stop, now):
     return horizon
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@njit(cache=True, _nrt=False, forceinline=True)
 def _unit_horizon_nb(us, cfg, u, now):
     """The earliest cycle a core's store or send unit with work left could put a stick on the ring.
     Its sticks go on at their port cycle, never before the request that issues them, and a store or

@@ -36,7 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKOUT = Path(os.environ.get("ENGINE_SPEED_CHECKOUT", ROOT))  # the tree a child measures
@@ -229,6 +231,17 @@ def show_starts(runs: list[dict], ref_runs: list[dict]) -> None:
         print(line)
 
 
+def alternate(measure: Callable[[Path], Any], rounds: int, ref_root: Path | None) -> tuple[list, list]:
+    """``measure`` on this tree and on the reference (if any), alternately, ``rounds`` times each: both see the
+    same machine load."""
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(measure(ROOT))
+        if ref_root:
+            theirs.append(measure(ref_root))
+    return ours, theirs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reference", help="a git revision to compare against (run from a temporary worktree)")
@@ -241,12 +254,9 @@ def main() -> None:
     print(f"spyre-emu engine speed: Python {platform.python_version()}, numba {numba.__version__}, "
           f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), load average "
           + " ".join(f"{x:.1f}" for x in os.getloadavg()))
-    runs, ref_runs = [], []
     with reference_checkout(ROOT, args.reference) as ref_root:
-        for _ in range(args.rounds):
-            runs.append(run_child(ROOT))
-            if ref_root:
-                ref_runs.append(run_child(ref_root))
+        runs, ref_runs = alternate(run_child, args.rounds, ref_root)
+        start_runs, ref_start_runs = alternate(starts, args.rounds, ref_root)
     rows = fastest(runs)
     show(rows, fastest(ref_runs) if args.reference else None)
     print(f"  (load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
@@ -258,12 +268,6 @@ def main() -> None:
           f"{stream['wall'] / small['wall']:.2f}x wall time, "
           f"{moved / (small['hops'] + small['delivered']):.2f}x stick-transfers")
     print()
-    start_runs, ref_start_runs = [], []
-    with reference_checkout(ROOT, args.reference) as ref_root:
-        for _ in range(args.rounds):
-            start_runs.append(starts(ROOT))
-            if ref_root:
-                ref_start_runs.append(starts(ref_root))
     show_starts(start_runs, ref_start_runs)
 
 

@@ -266,8 +266,9 @@ def _sweep(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     data = Path(args.data) if args.data else DEFAULT_DATA
-    if Path(args.out).name in ("", "..") or (args.plot is not None and Path(args.plot).name in ("", "..")):
-        raise SpyreEmuError("expected a file name", None, "--out" if Path(args.out).name in ("", "..") else "--plot")
+    for option, path in (("--out", args.out), ("--plot", args.plot)):
+        if path is not None and Path(path).name in ("", ".."):
+            raise SpyreEmuError("expected a file name", None, option)
     plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
     distinct_outputs({"--out": args.out, "--plot": plot},
                      {"--config": args.config, "--data's sweep": data / SWEEP, "--data's measurements": data / SINGLE,

@@ -161,29 +161,9 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]], trees: dict[Path, 
             raise SpyreEmuError(f"cannot create: {exc.strerror}", str(folder)) from None
     try:
         for path, payload in outputs:
-            remove_stale(path)
-            if path.is_dir():
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-            if path.exists() and not path.is_file():  # a device or a FIFO: the rename would put a file in its place
-                raise OSError(errno.EINVAL, "not a regular file (an output replaces a file)")
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
-            staged.append((tmp, path))
-            with os.fdopen(fd, "wb") as handle:
-                os.fchmod(handle.fileno(), _mode(False))
-                if isinstance(payload, bytes):
-                    handle.write(payload)
-                else:
-                    np.save(handle, payload, allow_pickle=False)
+            _stage_file(path, payload, staged)
         for path, files in (trees or {}).items():
-            remove_stale(path)
-            if path.is_symlink() or (path.exists() and not path.is_dir()):  # it would be moved aside and left there
-                raise NotADirectoryError(errno.ENOTDIR, "not a folder (the run puts one there)")
-            fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
-            folders.append((fresh, path, fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)))
-            fresh.chmod(_mode(True))
-            for rel, payload in files.items():
-                (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
-                (fresh / rel).write_bytes(payload)
+            _stage_tree(path, files, folders)
         with interrupts_deferred():
             for tmp, path in staged:
                 os.replace(tmp, path)
@@ -201,6 +181,37 @@ def write_all(outputs: list[tuple[Path, bytes | np.ndarray]], trees: dict[Path, 
         for made in created if not done else []:
             with contextlib.suppress(OSError):
                 made.rmdir()
+
+
+def _stage_file(path: Path, payload: bytes | np.ndarray, staged: list[tuple[str, Path]]) -> None:
+    """Write ``payload`` to a temporary file beside ``path`` and add it to ``staged``."""
+    remove_stale(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    if path.exists() and not path.is_file():  # a device or a FIFO: the rename would put a file in its place
+        raise OSError(errno.EINVAL, "not a regular file (an output replaces a file)")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
+    staged.append((tmp, path))
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), _mode(False))
+        if isinstance(payload, bytes):
+            handle.write(payload)
+        else:
+            np.save(handle, payload, allow_pickle=False)
+
+
+def _stage_tree(path: Path, files: dict[str, bytes], folders: list[tuple[Path, Path, Path]]) -> None:
+    """Write ``files`` (relative paths) into a temporary folder beside ``path``; add (it, path, where the folder at
+    path goes aside) to ``folders``."""
+    remove_stale(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):  # it would be moved aside and left there
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder (the run puts one there)")
+    fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
+    folders.append((fresh, path, fresh.with_name(fresh.name.removesuffix(TEMP_SUFFIX) + ".old" + TEMP_SUFFIX)))
+    fresh.chmod(_mode(True))
+    for rel, payload in files.items():
+        (fresh / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fresh / rel).write_bytes(payload)
 
 
 def _swap_in(fresh: Path, path: Path, old: Path) -> None:

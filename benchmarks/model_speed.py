@@ -7,8 +7,10 @@ never asserts a time (docs/speed.md records the measurements).
 Each figure is the first ``torch.compile`` call of a fresh process (a child of this one) with
 the numba cache on disk: timing-only on meta tensors, batch 1; decode reads a KV cache of 2048,
 prefill runs 512 tokens. The child prints its wall time, peak resident memory, simulated cycles
-and the wall time of each stage (torch and Dynamo, the front end's passes, lowering, the unit
-program's parse, pack, the event loop, the event log, the report). ``small`` is a 2-layer toy
+and the wall time of each stage (torch's decomposition table, the ATen trace, the front end's passes,
+lowering, the unit program's parse, pack (numba's import with the first), the event loop (numba's
+cache load with the first), the event log, the report, the garbage collector's full and young
+collections); the call less the backend's stages and the run is Dynamo's. ``small`` is a 2-layer toy
 decoder: the best of five warm calls, and the share of it spent simulating.
 
 The reference is either a git revision, checked out in a temporary worktree and run by the same
@@ -23,6 +25,7 @@ unwrapped, unless ``--reference`` names a revision (run unwrapped; wrapped too w
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import json
@@ -49,11 +52,12 @@ TOY = {"dim": 128, "heads": 4, "kv_heads": 2, "hidden": 256}
 RESIDUAL_MULTIPLIER, ATTENTION_MULTIPLIER = 0.22, 0.0078125
 PHASES = {"decode": (1, 2048), "prefill": (512, 0)}  # tokens, KV cache length
 STAGES = [  # (module, function): wall time spent inside, inclusive, where the module has it
+    ("spyre_emu.frontend.backend", "decompositions"), ("spyre_emu.frontend.backend", "trace_inference"),
     ("spyre_emu.frontend.backend", "compile_graph"), ("spyre_emu.frontend.compile_store", "load"),
     ("spyre_emu.frontend.compile", "lower"),
     ("spyre_emu.pipeline", "lower"),  # the front end lowers through pipeline.lowered (a miss only)
     ("spyre_emu.lowering", "parse_unit_program"), ("spyre_emu.frontend.runtime", "run"),
-    ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "run_nb"), ("spyre_emu.engine", "make_log"),
+    ("spyre_emu.engine", "pack"), ("spyre_emu.engine", "_run"), ("spyre_emu.engine", "make_log"),
     ("spyre_emu.pipeline", "build_report"),
 ]
 
@@ -100,6 +104,20 @@ def model_inputs(layers: int, dims: dict[str, int], tokens: int, cache: int, dev
     return (x, cos, sin, *(kv if cache else []))
 
 
+def time_collections(spent: dict[str, float]) -> None:
+    """Add each garbage collection's wall time to ``spent``: "gc.full" (generation 2, a walk of torch's whole
+    heap, which falls inside Dynamo's part of a first call) and "gc.young"."""
+    began = [0.0]
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+            return
+        key = "gc.full" if info["generation"] == 2 else "gc.young"
+        spent[key] = spent.get(key, 0.0) + time.perf_counter() - began[0]
+    gc.callbacks.append(note)
+
+
 def child(phase: str, layers: int, wrap: bool) -> dict:
     """One measurement in this (fresh) process: the first compiled call, or warm calls of the toy."""
     last_report = importlib.import_module("spyre_emu.frontend").last_report  # from the checkout under test
@@ -113,6 +131,7 @@ def child(phase: str, layers: int, wrap: bool) -> dict:
         model = granite(layers, dims, wrap).half().eval()
     inputs = model_inputs(layers, dims, tokens, cache, device)
     compiled = torch.compile(model, backend="spyre_emu", dynamic=False)
+    time_collections(spent)
     with torch.no_grad():
         start, cpu = time.perf_counter(), time.process_time()
         compiled(*inputs)

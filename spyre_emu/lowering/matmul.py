@@ -35,7 +35,16 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
-from .placement import Runs, check_division, division, rows_as_one_runs, rows_as_runs, run_sticks, slice_index, stick_of
+from .placement import (
+    Runs,
+    check_division,
+    division,
+    grid_sticks,
+    rows_as_one_runs,
+    rows_as_runs,
+    run_sticks,
+    slice_index,
+)
 from .spans import check_boxes
 from .split_k import SplitK, reduce_tile
 from .streams import CoreStreams, Emit, Item
@@ -59,10 +68,9 @@ class Operands:
     def _runs(self, which: int, rows: np.ndarray, cols: np.ndarray, batches: tuple[int | None, ...]) -> list[Runs]:
         """Per column of ``cols``, the sticks holding host rows ``rows`` (each for every batch, batches
         inner) at that column: one stick lookup for them all."""
-        per = rows.size * len(batches)
-        lead = [np.tile(np.array(batches), rows.size * cols.size)] if batches[0] is not None else []
-        host = np.array([*lead, np.tile(np.repeat(rows, len(batches)), cols.size), np.repeat(cols, per)], np.int64)
-        return rows_as_runs(stick_of(self.layouts[which], host).reshape(cols.size, per))
+        axes = [np.array(batches), rows, cols] if batches[0] is not None else [rows, cols]
+        order = (2, 1, 0) if batches[0] is not None else (1, 0)  # columns, rows, batches inner
+        return rows_as_runs(grid_sticks(self.layouts[which], axes, order).reshape(cols.size, -1))
 
     def a(self, k_sticks: range, m0: int, rows: int) -> list[Runs]:
         """Per K stick of ``k_sticks``, the runs of the rows' A sticks (shared: never modify them)."""
@@ -83,12 +91,14 @@ class Operands:
         """C of the block, batch after batch, column group after column group (each as a PT pass writes
         it): one stick lookup for all the groups (shared: never modify them; every core of a K group
         stores the same tile)."""
-        key, nb, cols = (2, groups, m0, rows, self.batches), len(self.batches), np.array(groups) * 64
+        key, cols = (2, groups, m0, rows, self.batches), np.array(groups) * 64
         if key not in self.memo:
-            lead = [np.repeat(np.array(self.batches), cols.size * rows)] if self.batches[0] is not None else []
-            host = np.array([*lead, np.tile(np.arange(m0, m0 + rows), nb * cols.size),
-                             np.tile(np.repeat(cols, rows), nb)], np.int64)
-            self.memo[key] = rows_as_one_runs(stick_of(self.layouts[2], host).reshape(-1, rows))
+            axes = [np.arange(m0, m0 + rows), cols]
+            if self.batches[0] is not None:  # batches, columns, rows inner
+                axes, order = [np.array(self.batches), *axes], (0, 2, 1)
+            else:
+                order = (1, 0)
+            self.memo[key] = rows_as_one_runs(grid_sticks(self.layouts[2], axes, order).reshape(-1, rows))
         return self.memo[key]
 
 

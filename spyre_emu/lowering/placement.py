@@ -86,6 +86,25 @@ def stick_of(layout: TensorLayout, host: np.ndarray) -> np.ndarray:
     return stick
 
 
+def grid_sticks(layout: TensorLayout, axes: list[np.ndarray], order: tuple[int, ...]) -> np.ndarray:
+    """``stick_of`` of every host index of a grid, host dim ``d`` ranging over ``axes[d]``, as an array with
+    one axis per host dim in ``order`` (outermost first). Each device dim steps one host dim, so a stick's id
+    is a sum of one term per host dim: worked out on the short axes and broadcast, the same integers as
+    ``stick_of`` over the grid spelled out index by index (a matmul's operand tiles: most of its lowering)."""
+    owners, strides = dim_map(layout)[:-1], layout.stride_map[:-1]
+    hstride = host_strides(layout.shape)
+    terms = [np.zeros(len(a), np.int64) for a in axes]
+    weight = 1
+    for d, stride, size in reversed(list(zip(owners, strides, layout.device_size[:-1], strict=True))):
+        if d >= 0:
+            terms[d] += (axes[d] // (stride // hstride[d])) % size * weight
+        weight *= size
+    grid = np.zeros([len(axes[d]) for d in order], np.int64)
+    for i, d in enumerate(order):
+        grid += terms[d].reshape([-1 if j == i else 1 for j in range(len(order))])
+    return grid
+
+
 def owner_of(layout: TensorLayout, host: np.ndarray, div: Division) -> np.ndarray:
     """The core owning each host index: slice per dim, the first dim varying fastest. A dim of
     size 1 is never cut (a reduction's output keeps the reduced dim as 1)."""

@@ -105,18 +105,14 @@ def _link_names(log: EventLog, machine: Machine) -> dict[int, str]:
 
 
 def _unit_classes(log: EventLog, cycles: int) -> dict[str, Any]:
+    """Per unit class, in the order the units list them: units that did anything, summed counters, busy share."""
+    classes = [UNIT_CLASSES[unit_kind(name.rsplit(".", 1)[-1])] for name in log.unit_names]
     out: dict[str, Any] = {}
-    for u, name in enumerate(log.unit_names):
-        cls = UNIT_CLASSES[unit_kind(name.rsplit(".", 1)[-1])]
-        row = out.setdefault(cls, {"units_used": 0, **dict.fromkeys(UNIT_STATS, 0)})
-        stats = log.unit_stats[u]
-        if stats.any():
-            row["units_used"] += 1
-        for key, value in zip(UNIT_STATS, stats, strict=True):
-            row[key] += int(value)
-    for row in out.values():
-        row["busy_share"] = round(row["busy_cycles"] / (cycles * row["units_used"]), 6) \
-            if cycles and row["units_used"] else 0.0
+    for cls in dict.fromkeys(classes):
+        stats = log.unit_stats[[c == cls for c in classes]]
+        used = int(stats.any(axis=1).sum())
+        row = out[cls] = {"units_used": used, **dict(zip(UNIT_STATS, stats.sum(axis=0).tolist(), strict=True))}
+        row["busy_share"] = round(row["busy_cycles"] / (cycles * used), 6) if cycles and used else 0.0
     return out
 
 

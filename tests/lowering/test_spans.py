@@ -10,7 +10,7 @@ import pytest
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import default_layout
 from spyre_emu.lowering import matmul, spans
-from spyre_emu.lowering.placement import stick_of
+from spyre_emu.lowering.placement import grid_sticks, stick_of
 from spyre_emu.pipeline import parse, run
 from spyre_emu.validation.workloads import matmul_program
 
@@ -102,3 +102,17 @@ def test_a_division_under_the_limit_runs(spyre, monkeypatch):
     assert run(parse(matmul_program(2, 64, 128, 64, (1, 1, 2, 1)), spyre, "p.json"), spyre, cache=False).report
     with pytest.raises(ProgramError, match=f"core 0 would span {(64 * 4 + 2) * 128} B of tensor 'C'"):
         parse(matmul_program(2, 65, 128, 64, (1, 1, 2, 1)), spyre, "p.json")
+
+
+@pytest.mark.parametrize(("shape", "order", "dtype"), [
+    ((4096, 12800), None, "fp16"), ((300, 130), None, "fp32"), ((8, 2048, 128), None, "fp16"),
+    ((5, 100, 150), (1, 2, 0), "fp16"), ((3, 70, 200), (2, 0, 1), "fp16"), ((3, 70, 9, 130), (1, 3, 0, 2), "fp16")])
+def test_grid_sticks_are_stick_of_over_the_grid_spelled_out(shape, order, dtype):
+    """A grid's stick ids summed per host dim are ``stick_of``'s, index by index, in any axis order."""
+    layout = default_layout(shape, dtype, order)
+    rng = np.random.default_rng(len(shape))
+    axes = [np.sort(rng.choice(n, min(n, 9), replace=False)) for n in shape]
+    for perm in itertools.permutations(range(len(shape))):
+        host = np.array([idx for idx in itertools.product(*(axes[d] for d in perm))]).T
+        spelled = stick_of(layout, host[np.argsort(perm)]).reshape([len(axes[d]) for d in perm])
+        np.testing.assert_array_equal(grid_sticks(layout, axes, perm), spelled)

@@ -62,8 +62,34 @@ def test_hand_timed_kernels():
 
 def test_spread_is_exact_on_bins():
     edges = np.array([0.0, 10.0, 20.0, 30.0])
-    got = spread(edges, np.array([5.0, 0.0]), np.array([25.0, 30.0]), np.array([1.0, 0.5]))
-    np.testing.assert_allclose(got, [5 + 5, 10 + 5, 5 + 5])
+    got = spread(edges, [(np.array([5.0, 0.0]), np.array([25.0, 30.0]), np.array([1.0, 0.5]))])
+    np.testing.assert_allclose(got, [[5 + 5, 10 + 5, 5 + 5]])
+
+
+def test_rows_spread_together_give_each_row_its_own_doubles():
+    """Every row at once gives, bit for bit, what the row gives alone (its sums in its own order): rows
+    of different lengths, empty ones, ends tied within a row and on the edges, uneven rates."""
+    rng = np.random.default_rng(7)
+    edges = np.minimum(np.arange(0, 1040, 40), 1003).astype(np.float64)
+    rows = []
+    for size in (0, 1, 5, 300, 0, 2, 40):
+        a = rng.integers(0, 1003, size).astype(np.float64)
+        b = np.minimum(a + rng.integers(0, 200, size), 1003)
+        rows.append((a, b, rng.random(size) * rng.choice([1e-3, 1.0, 7e3], size)))
+    together = spread(edges, rows)
+    for r, one in enumerate(rows):
+        assert together[r].tobytes() == _spread_alone(edges, *one).tobytes()
+
+
+def _spread_alone(edges: np.ndarray, a: np.ndarray, b: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """One row as the report spread it before the rows went together (session 41)."""
+    points, weights = np.concatenate([a, b]), np.concatenate([rate, -rate])
+    order = np.argsort(points, kind="stable")
+    points, weights = points[order], weights[order]
+    w = np.concatenate([[0.0], np.cumsum(weights)])
+    p = np.concatenate([[0.0], np.cumsum(weights * points)])
+    k = np.searchsorted(points, edges, side="right")
+    return np.diff(edges * w[k] - p[k])
 
 
 def test_rounded_is_python_round():
@@ -75,6 +101,9 @@ def test_rounded_is_python_round():
         for digits in (3, 4):
             assert rounded(values, digits) == [round(float(v), digits) for v in values]
     assert rounded(np.array([5e-5]), 4) == [1e-4]
+    grid = rng.random((7, 300)) * np.array([1.0, 1e3, 1e-2, 1.0, 1.0, 1.0, 1.0])[:, None]
+    grid[3] = halves[:300]
+    assert rounded(grid, 4) == [[round(float(v), 4) for v in row] for row in grid]
 
 
 @pytest.mark.parametrize("stem", STEMS)

@@ -66,7 +66,7 @@ def _free_slot_nb(chunk, u, number, slots):
     (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
     each of a stick or more, fit in the in-flight budget, so a free one exists."""
     for j in range(slots):
-        k = u * slots + (number + j) % slots
+        k = u * slots + ((number + j) & (slots - 1))
         if chunk[U(k), L.K_STICKS] == 0:
             return k
     return -1
@@ -75,7 +75,7 @@ def _free_slot_nb(chunk, u, number, slots):
 @njit(cache=True, _nrt=False, forceinline=True)
 def _burst_nb(us, cfg, u):
     """Bytes of the unit's next burst: the rest of its piece, up to the next burst boundary."""
-    return min(us[U(u), L.U_PIECE_LEFT], cfg[L.C_BURST] - us[U(u), L.U_ADDR] % cfg[L.C_BURST])
+    return min(us[U(u), L.U_PIECE_LEFT], cfg[L.C_BURST] - (us[U(u), L.U_ADDR] & (cfg[L.C_BURST] - 1)))
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -128,7 +128,7 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
             continue
         a = addr
         while a < addr + burst:
-            n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - a % cfg[L.C_INTERLEAVE]) // STICK
+            n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - (a & (cfg[L.C_INTERLEAVE] - 1))) // STICK
             mc = chan_stop[channel_of_nb(cfg, a)]
             k = _free_slot_nb(chunk, u, us[U(u), L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
             us[U(u), L.U_CHUNK] += 1

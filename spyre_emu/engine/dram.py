@@ -86,10 +86,11 @@ def _refresh_nb(cfg, ch, bank, c, start):
 def serve_nb(cfg, ch, bank, addr, sticks, is_write, now):
     """Serve one request of ``sticks`` sticks starting at ``addr``; return the data start cycle."""
     c = channel_of_nb(cfg, addr)
-    local = (addr // (cfg[L.C_INTERLEAVE] * cfg[L.C_CHANNELS])) * cfg[L.C_INTERLEAVE] + addr % cfg[L.C_INTERLEAVE]
-    row_index = local // cfg[L.C_ROW]
-    b = c * cfg[L.C_BANKS] + (row_index ^ (row_index // cfg[L.C_BANKS])) % cfg[L.C_BANKS]
-    row = row_index // cfg[L.C_BANKS]
+    line_shift = cfg[L.C_LINE_SHIFT]
+    local = (addr >> (line_shift + cfg[L.C_CHANNEL_SHIFT]) << line_shift) + (addr & (cfg[L.C_INTERLEAVE] - 1))
+    row_index = local >> cfg[L.C_ROW_SHIFT]
+    b = c * cfg[L.C_BANKS] + ((row_index ^ (row_index >> cfg[L.C_BANK_SHIFT])) & (cfg[L.C_BANKS] - 1))
+    row = row_index >> cfg[L.C_BANK_SHIFT]
     start = _refresh_nb(cfg, ch, bank, c, max(now, ch[U(c), L.D_CMD]))
     act = bank[U(b), L.B_ACT]
     if bank[U(b), L.B_ROW] == row:

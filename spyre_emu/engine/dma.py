@@ -64,7 +64,8 @@ def _port_nb(port, index, interval, t):
 def _free_slot_nb(chunk, u, number, slots):
     """A free request slot of unit ``u``, looking from ``number``'s. Requests are served out of order
     (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
-    each of a stick or more, fit in the in-flight budget, so a free one exists."""
+    each of a stick or more, fit in the in-flight budget, so a free one exists. ``slots`` is a power of two
+    (``max_inflight_bytes`` / 128): the mask is the modulo."""
     for j in range(slots):
         k = u * slots + ((number + j) & (slots - 1))
         if chunk[U(k), L.K_STICKS] == 0:

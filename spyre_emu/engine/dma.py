@@ -24,7 +24,7 @@ latency.
 
 from . import layout as L
 from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
-from .jit import njit
+from .jit import U, njit
 from .queue import at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
@@ -35,28 +35,28 @@ STICK = 128
 def start_dma_nb(st, u, i, t):
     """Start DMA instruction ``i`` on unit ``u``; PCIe transfers first wait their latency."""
     ins, us = st[L.ST_INS], st[L.ST_US]
-    us[u, L.U_ADDR] = ins[i, L.I_A0]
-    us[u, L.U_ISSUE_LEFT] = ins[i, L.I_A2]
-    us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
-    if ins[i, L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
-        us[u, L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
-    st[L.ST_TIMES][L.T_LEFT, i] = ins[i, L.I_A2] // STICK * _copies_nb(ins, i)
-    us[u, L.U_DEST] = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_SEND else us[u, L.U_STOP]
+    us[U(u), L.U_ADDR] = ins[U(i), L.I_A0]
+    us[U(u), L.U_ISSUE_LEFT] = ins[U(i), L.I_A2]
+    us[U(u), L.U_PIECE_LEFT] = ins[U(i), L.I_A5]
+    if ins[U(i), L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
+        us[U(u), L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
+    st[L.ST_TIMES][L.T_LEFT, i] = ins[U(i), L.I_A2] // STICK * _copies_nb(ins, i)
+    us[U(u), L.U_DEST] = ins[U(i), L.I_A3] if ins[U(i), L.I_OP] == L.OP_SEND else us[U(u), L.U_STOP]
     return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
-                    st[L.ST_QA], u, t + ins[i, L.I_DUR])
+                    st[L.ST_QA], u, t + ins[U(i), L.I_DUR])
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
 def _copies_nb(ins, i):
     """Copies of each stick a DMA instruction delivers: its multicast destinations, else one."""
-    return max(1, ins[i, L.I_A4]) if ins[i, L.I_OP] == L.OP_LOAD else 1
+    return max(1, ins[U(i), L.I_A4]) if ins[U(i), L.I_OP] == L.OP_LOAD else 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _port_nb(port, index, interval, t):
     """Next cycle a port (fixed-point next-free time) accepts a stick at or after ``t``."""
-    free_fp = max(port[index], t * L.FP_ONE)
-    port[index] = free_fp + interval
+    free_fp = max(port[U(index)], t * L.FP_ONE)
+    port[U(index)] = free_fp + interval
     return (free_fp + L.FP_ONE - 1) // L.FP_ONE
 
 
@@ -64,10 +64,11 @@ def _port_nb(port, index, interval, t):
 def _free_slot_nb(chunk, u, number, slots):
     """A free request slot of unit ``u``, looking from ``number``'s. Requests are served out of order
     (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
-    each of a stick or more, fit in the in-flight budget, so a free one exists."""
+    each of a stick or more, fit in the in-flight budget, so a free one exists. ``slots`` is a power of two
+    (``max_inflight_bytes`` / 128): the mask is the modulo."""
     for j in range(slots):
-        k = u * slots + (number + j) % slots
-        if chunk[k, L.K_STICKS] == 0:
+        k = u * slots + ((number + j) & (slots - 1))
+        if chunk[U(k), L.K_STICKS] == 0:
             return k
     return -1
 
@@ -75,78 +76,78 @@ def _free_slot_nb(chunk, u, number, slots):
 @njit(cache=True, _nrt=False, forceinline=True)
 def _burst_nb(us, cfg, u):
     """Bytes of the unit's next burst: the rest of its piece, up to the next burst boundary."""
-    return min(us[u, L.U_PIECE_LEFT], cfg[L.C_BURST] - us[u, L.U_ADDR] % cfg[L.C_BURST])
+    return min(us[U(u), L.U_PIECE_LEFT], cfg[L.C_BURST] - (us[U(u), L.U_ADDR] & (cfg[L.C_BURST] - 1)))
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
 def _idle_nb(us, cfg, u, t):
     """Whether ``issue_nb`` would neither issue nor schedule anything now: nothing left to issue, a
     piece still being set up whose wake-up is already scheduled, or no budget for the next burst."""
-    if us[u, L.U_ISSUE_LEFT] == 0:
+    if us[U(u), L.U_ISSUE_LEFT] == 0:
         return True
-    if t < us[u, L.U_PIECE_AT]:
-        return us[u, L.U_WAKE] == us[u, L.U_PIECE_AT]
-    return us[u, L.U_INFLIGHT] + _burst_nb(us, cfg, u) > cfg[L.C_INFLIGHT]
+    if t < us[U(u), L.U_PIECE_AT]:
+        return us[U(u), L.U_WAKE] == us[U(u), L.U_PIECE_AT]
+    return us[U(u), L.U_INFLIGHT] + _burst_nb(us, cfg, u) > cfg[L.C_INFLIGHT]
 
 
 @njit(cache=True, _nrt=False)
 def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
     """Issue the DMA's next bursts while its in-flight budget allows. It takes only the arrays it
     uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150."""
-    if us[u, L.U_ISSUE_LEFT] == 0:  # between instructions
+    if us[U(u), L.U_ISSUE_LEFT] == 0:  # between instructions
         return True
-    i = us[u, L.U_PC]
-    op = ins[i, L.I_OP]
+    i = us[U(u), L.U_PC]
+    op = ins[U(i), L.I_OP]
     ok = True
-    while us[u, L.U_ISSUE_LEFT] > 0:
-        if t < us[u, L.U_PIECE_AT]:  # the piece is still being set up: issue again when it is
-            if us[u, L.U_WAKE] != us[u, L.U_PIECE_AT]:
-                us[u, L.U_WAKE] = us[u, L.U_PIECE_AT]
-                ok &= push_nb(ev, qa, us[u, L.U_PIECE_AT], L.EV_ISSUE, u)
+    while us[U(u), L.U_ISSUE_LEFT] > 0:
+        if t < us[U(u), L.U_PIECE_AT]:  # the piece is still being set up: issue again when it is
+            if us[U(u), L.U_WAKE] != us[U(u), L.U_PIECE_AT]:
+                us[U(u), L.U_WAKE] = us[U(u), L.U_PIECE_AT]
+                ok &= push_nb(ev, qa, us[U(u), L.U_PIECE_AT], L.EV_ISSUE, u)
             break
-        addr = us[u, L.U_ADDR]
+        addr = us[U(u), L.U_ADDR]
         burst = _burst_nb(us, cfg, u)
-        if us[u, L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
+        if us[U(u), L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
             break
-        us[u, L.U_INFLIGHT] += burst
-        us[u, L.U_ISSUE_LEFT] -= burst
-        us[u, L.U_ADDR] += burst
-        us[u, L.U_PIECE_LEFT] -= burst
-        if us[u, L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer, set up from now
-            us[u, L.U_ADDR] += ins[i, L.I_A6] - ins[i, L.I_A5]
-            us[u, L.U_PIECE_LEFT] = ins[i, L.I_A5]
+        us[U(u), L.U_INFLIGHT] += burst
+        us[U(u), L.U_ISSUE_LEFT] -= burst
+        us[U(u), L.U_ADDR] += burst
+        us[U(u), L.U_PIECE_LEFT] -= burst
+        if us[U(u), L.U_PIECE_LEFT] == 0:  # the next piece of a strided transfer, set up from now
+            us[U(u), L.U_ADDR] += ins[U(i), L.I_A6] - ins[U(i), L.I_A5]
+            us[U(u), L.U_PIECE_LEFT] = ins[U(i), L.I_A5]
             if op <= L.OP_SEND:
-                us[u, L.U_PIECE_AT] = t + cfg[L.C_PIECE_SETUP]
-        if us[u, L.U_ISSUE_LEFT] == 0:  # all issued: the next instruction may start
-            us[u, L.U_BUSY] = 0
-            us[u, L.U_PC] += 1
+                us[U(u), L.U_PIECE_AT] = t + cfg[L.C_PIECE_SETUP]
+        if us[U(u), L.U_ISSUE_LEFT] == 0:  # all issued: the next instruction may start
+            us[U(u), L.U_BUSY] = 0
+            us[U(u), L.U_PC] += 1
             ok &= push_nb(ev, qa, t, L.EV_TRY, u)
         if op == L.OP_SEND:
             for _ in range(burst // STICK):
-                d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                ok &= stick_at_nb(cfg, pending, ev, qa, d, us[u, L.U_STOP], us[u, L.U_DEST], u, L.ROLE_SEND, i)
+                d = _port_nb(us[:, L.U_PORT_FP], u, us[U(u), L.U_INTERVAL_FP], t)
+                ok &= stick_at_nb(cfg, pending, ev, qa, d, us[U(u), L.U_STOP], us[U(u), L.U_DEST], u, L.ROLE_SEND, i)
             continue
         a = addr
         while a < addr + burst:
-            n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - a % cfg[L.C_INTERLEAVE]) // STICK
+            n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - (a & (cfg[L.C_INTERLEAVE] - 1))) // STICK
             mc = chan_stop[channel_of_nb(cfg, a)]
-            k = _free_slot_nb(chunk, u, us[u, L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
-            us[u, L.U_CHUNK] += 1
-            chunk[k, L.K_ADDR] = a
-            chunk[k, L.K_STICKS] = n
-            chunk[k, L.K_UNIT] = u
-            chunk[k, L.K_INS] = i
+            k = _free_slot_nb(chunk, u, us[U(u), L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
+            us[U(u), L.U_CHUNK] += 1
+            chunk[U(k), L.K_ADDR] = a
+            chunk[U(k), L.K_STICKS] = n
+            chunk[U(k), L.K_UNIT] = u
+            chunk[U(k), L.K_INS] = i
             if op == L.OP_LOAD or op == L.OP_D2H:
-                chunk[k, L.K_LEFT] = 0
+                chunk[U(k), L.K_LEFT] = 0
                 # Payload (unit, request number, slot): a unit's requests reaching a channel in the
                 # same cycle queue in issue order, not in the order of their wrapping slots.
-                arrive = t + hops_nb(cfg, us[u, L.U_STOP], mc) * cfg[L.C_HOP]
-                ok &= push_nb(ev, qa, arrive, L.EV_DRAM, u, us[u, L.U_CHUNK], k)
+                arrive = t + hops_nb(cfg, us[U(u), L.U_STOP], mc) * cfg[L.C_HOP]
+                ok &= push_nb(ev, qa, arrive, L.EV_DRAM, u, us[U(u), L.U_CHUNK], k)
             else:
-                chunk[k, L.K_LEFT] = n
+                chunk[U(k), L.K_LEFT] = n
                 for _ in range(n):
-                    d = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
-                    ok &= stick_at_nb(cfg, pending, ev, qa, d, us[u, L.U_STOP], mc, u, L.ROLE_WRITE, k)
+                    d = _port_nb(us[:, L.U_PORT_FP], u, us[U(u), L.U_INTERVAL_FP], t)
+                    ok &= stick_at_nb(cfg, pending, ev, qa, d, us[U(u), L.U_STOP], mc, u, L.ROLE_WRITE, k)
             a += n * STICK
     return ok
 
@@ -156,19 +157,19 @@ def delivered_nb(st, u, i, sticks, done_at, t):
     """Sticks (or multicast copies) of instruction ``i`` reached their destination: free their budget;
     the last one ends the transfer at ``done_at`` if every earlier one on the unit has ended."""
     ins, us, times = st[L.ST_INS], st[L.ST_US], st[L.ST_TIMES]
-    copies, left = _copies_nb(ins, i), times[L.T_LEFT, i]
-    times[L.T_LEFT, i] = left - sticks
+    copies, left = _copies_nb(ins, i), times[L.T_LEFT, U(i)]
+    times[L.T_LEFT, U(i)] = left - sticks
     if copies == 1:  # spares two divisions by a run-time value (tens of cycles each) per delivery
         freed = sticks
     else:  # sticks whose every copy is now delivered
-        total = ins[i, L.I_A2] // STICK * copies
+        total = ins[U(i), L.I_A2] // STICK * copies
         freed = (total - left + sticks) // copies - (total - left) // copies
-    us[u, L.U_INFLIGHT] -= freed * STICK
-    us[u, L.S_STICKS] += sticks
+    us[U(u), L.U_INFLIGHT] -= freed * STICK
+    us[U(u), L.S_STICKS] += sticks
     ok = True
-    if times[L.T_LEFT, i] == 0:
-        times[L.T_READY, i] = done_at
-        if i == us[u, L.U_OLDEST]:
+    if times[L.T_LEFT, U(i)] == 0:
+        times[L.T_READY, U(i)] = done_at
+        if i == us[U(u), L.U_OLDEST]:
             ok = at_nb(st, done_at, L.EV_DONE, u)
     if _idle_nb(us, st[L.ST_CFG], u, t):  # issue_nb would do nothing: spare the call
         return ok
@@ -180,8 +181,8 @@ def delivered_nb(st, u, i, sticks, done_at, t):
 def request_nb(cfg, ch, chunk, ev, qa, k, is_write, t):
     """A DRAM request reaches its controller's queue."""
     if enqueue_nb(cfg, ch, chunk, k, is_write):
-        c = channel_of_nb(cfg, chunk[k, L.K_ADDR])
-        return push_nb(ev, qa, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+        c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
+        return push_nb(ev, qa, max(t, ch[U(c), L.D_CMD]), L.EV_CHANNEL, c)
     return True
 
 
@@ -190,22 +191,22 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
     """The channel picks and serves its next request, then re-arms if more wait. Inlined into the loop (by LLVM):
     called, it received its ten arrays as about 80 scalars, once per served request, and took 13 % of
     the loop's samples on a streaming read (docs/speed.md, session 34)."""
-    ch[c, L.D_ARMED] = 0
+    ch[U(c), L.D_ARMED] = 0
     k, is_write = pick_nb(ch, chunk, c)
     if k < 0:
         return True
-    u, sticks, i = chunk[k, L.K_UNIT], chunk[k, L.K_STICKS], chunk[k, L.K_INS]
-    data = serve_nb(cfg, ch, bank, chunk[k, L.K_ADDR], sticks, is_write, t)
-    chunk[k, L.K_STICKS] = 0  # the slot is free again
-    us[u, L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
+    u, sticks, i = chunk[U(k), L.K_UNIT], chunk[U(k), L.K_STICKS], chunk[U(k), L.K_INS]
+    data = serve_nb(cfg, ch, bank, chunk[U(k), L.K_ADDR], sticks, is_write, t)
+    chunk[U(k), L.K_STICKS] = 0  # the slot is free again
+    us[U(u), L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
     ok = True
     if is_write:
         ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
-        ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[c], sticks, data)
-    if ch[c, L.D_QHEAD_R] >= 0 or ch[c, L.D_QHEAD_W] >= 0:
-        ch[c, L.D_ARMED] = 1
-        ok &= push_nb(ev, qa, max(t, ch[c, L.D_CMD]), L.EV_CHANNEL, c)
+        ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
+    if ch[U(c), L.D_QHEAD_R] >= 0 or ch[U(c), L.D_QHEAD_W] >= 0:
+        ch[U(c), L.D_ARMED] = 1
+        ok &= push_nb(ev, qa, max(t, ch[U(c), L.D_CMD]), L.EV_CHANNEL, c)
     return ok
 
 
@@ -214,11 +215,11 @@ def _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, src, sticks, data):
     """A served read's sticks (of instruction ``i``) leave the controller at stop ``src`` one per
     ``stick_cycles``: to the load's core, or a multicast as one copy each way that has destinations,
     bound for the farthest."""
-    mask = ins[i, L.I_A3] if ins[i, L.I_OP] == L.OP_LOAD else 0
+    mask = ins[U(i), L.I_A3] if ins[U(i), L.I_OP] == L.OP_LOAD else 0
     ok = True
     if mask == 0:  # a plain read: spares legs_nb's walk over every stop, once per request
         for s in range(sticks):
-            ok &= stick_at_nb(cfg, pending, ev, qa, data + (s + 1) * cfg[L.C_STICK_CYC], src, us[u, L.U_STOP], u,
+            ok &= stick_at_nb(cfg, pending, ev, qa, data + (s + 1) * cfg[L.C_STICK_CYC], src, us[U(u), L.U_STOP], u,
                               L.ROLE_READ, i)
         return ok
     cw, ccw = legs_nb(cfg, src, mask)
@@ -237,8 +238,8 @@ def stick_nb(st, stop, dst, u, role, x, t):
     us, chunk, rx_port, ins = st[L.ST_US], st[L.ST_CHUNK], st[L.ST_RX_PORT], st[L.ST_INS]
     if role == L.ROLE_MCAST or role == L.ROLE_LAND:
         ok = True
-        if (ins[x, L.I_A3] >> stop) & 1:
-            core = us[st[L.ST_STOPS][stop, L.R_INJ0], L.U_CORE]
+        if (ins[U(x), L.I_A3] >> stop) & 1:
+            core = us[U(st[L.ST_STOPS][U(stop), L.R_INJ0]), L.U_CORE]
             ok = delivered_nb(st, u, x, L.ONE_STICK, _port_nb(rx_port, core, L.FP_ONE, t) + 1, t)
         if stop != dst and role == L.ROLE_MCAST:
             ok &= travel_nb(st, stop, dst, u, role, x, t)
@@ -246,12 +247,12 @@ def stick_nb(st, stop, dst, u, role, x, t):
     if stop != dst:
         return travel_nb(st, stop, dst, u, role, x, t)
     if role == L.ROLE_WRITE:
-        chunk[x, L.K_LEFT] -= 1
-        if chunk[x, L.K_LEFT] > 0:
+        chunk[U(x), L.K_LEFT] -= 1
+        if chunk[U(x), L.K_LEFT] > 0:
             return True
         return request_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, L.IS_WRITE, t)
     if role == L.ROLE_READ:
-        w = _port_nb(us[:, L.U_PORT_FP], u, us[u, L.U_INTERVAL_FP], t)
+        w = _port_nb(us[:, L.U_PORT_FP], u, us[U(u), L.U_INTERVAL_FP], t)
     else:
-        w = _port_nb(rx_port, ins[x, L.I_A1], L.FP_ONE, t)
+        w = _port_nb(rx_port, ins[U(x), L.I_A1], L.FP_ONE, t)
     return delivered_nb(st, u, x, L.ONE_STICK, w + 1, t)

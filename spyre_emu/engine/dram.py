@@ -22,7 +22,7 @@ Timing contract (all in core cycles, parameters from [dram]):
 
 
 from . import layout as L
-from .jit import njit
+from .jit import U, njit
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -40,91 +40,95 @@ def channel_of_nb(cfg, addr):
 @njit(cache=True, _nrt=False)
 def enqueue_nb(cfg, ch, chunk, k, is_write):
     """Append request ``k`` to its channel's queue; True if the channel must be armed."""
-    c = channel_of_nb(cfg, chunk[k, L.K_ADDR])
+    c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
     head, tail = (L.D_QHEAD_W, L.D_QTAIL_W) if is_write else (L.D_QHEAD_R, L.D_QTAIL_R)
-    chunk[k, L.K_NEXT] = -1
-    if ch[c, head] < 0:
-        ch[c, head] = k
+    chunk[U(k), L.K_NEXT] = -1
+    if ch[U(c), head] < 0:
+        ch[U(c), head] = k
     else:
-        chunk[ch[c, tail], L.K_NEXT] = k
-    ch[c, tail] = k
-    if ch[c, L.D_ARMED]:
+        chunk[ch[U(c), tail], L.K_NEXT] = k
+    ch[U(c), tail] = k
+    if ch[U(c), L.D_ARMED]:
         return False
-    ch[c, L.D_ARMED] = 1
+    ch[U(c), L.D_ARMED] = 1
     return True
 
 
 @njit(cache=True, _nrt=False)
 def pick_nb(ch, chunk, c):
     """Take the channel's next request: (chunk id, is_write), or (-1, 0) if none waits."""
-    reads, writes = ch[c, L.D_QHEAD_R] >= 0, ch[c, L.D_QHEAD_W] >= 0
+    reads, writes = ch[U(c), L.D_QHEAD_R] >= 0, ch[U(c), L.D_QHEAD_W] >= 0
     if not reads and not writes:
         return -1, 0
-    is_write = 1 if writes and (not reads or ch[c, L.D_LASTW] == 0) else 0
+    is_write = 1 if writes and (not reads or ch[U(c), L.D_LASTW] == 0) else 0
     head = L.D_QHEAD_W if is_write else L.D_QHEAD_R
-    k = ch[c, head]
-    ch[c, head] = chunk[k, L.K_NEXT]
+    k = ch[U(c), head]
+    ch[U(c), head] = chunk[U(k), L.K_NEXT]
     return k, is_write
 
 
 @njit(cache=True, _nrt=False)
 def _refresh_nb(cfg, ch, bank, c, start):
     """Take every refresh that fell due before ``start``; return when the channel is usable."""
-    while start >= ch[c, L.D_NEXTREF]:
-        ref_end = max(ch[c, L.D_NEXTREF], ch[c, L.D_BUS]) + cfg[L.C_RFC]
+    while start >= ch[U(c), L.D_NEXTREF]:
+        ref_end = max(ch[U(c), L.D_NEXTREF], ch[U(c), L.D_BUS]) + cfg[L.C_RFC]
         first = c * cfg[L.C_BANKS]
         for b in range(first, first + cfg[L.C_BANKS]):
-            bank[b, L.B_ROW] = -1
-            bank[b, L.B_ACTOK] = ref_end
-        ch[c, L.D_NEXTREF] += cfg[L.C_REFI]
-        ch[c, L.D_REFRESHES] += 1
+            bank[U(b), L.B_ROW] = -1
+            bank[U(b), L.B_ACTOK] = ref_end
+        ch[U(c), L.D_NEXTREF] += cfg[L.C_REFI]
+        ch[U(c), L.D_REFRESHES] += 1
         start = max(start, ref_end)
     return start
 
 
 @njit(cache=True, _nrt=False)
 def serve_nb(cfg, ch, bank, addr, sticks, is_write, now):
-    """Serve one request of ``sticks`` sticks starting at ``addr``; return the data start cycle."""
+    """Serve one request of ``sticks`` sticks starting at ``addr``; return the data start cycle. The address
+    map by shifts and masks: every divisor is a power of two (``Dram.problems``) and the address non-negative,
+    so they equal ``//`` and ``%``, without a division by a run-time value (tens of cycles each, six per
+    request: ×1.04 on the streaming read's loop, docs/speed.md, session 41)."""
     c = channel_of_nb(cfg, addr)
-    local = (addr // (cfg[L.C_INTERLEAVE] * cfg[L.C_CHANNELS])) * cfg[L.C_INTERLEAVE] + addr % cfg[L.C_INTERLEAVE]
-    row_index = local // cfg[L.C_ROW]
-    b = c * cfg[L.C_BANKS] + (row_index ^ (row_index // cfg[L.C_BANKS])) % cfg[L.C_BANKS]
-    row = row_index // cfg[L.C_BANKS]
-    start = _refresh_nb(cfg, ch, bank, c, max(now, ch[c, L.D_CMD]))
-    act = bank[b, L.B_ACT]
-    if bank[b, L.B_ROW] == row:
-        col = max(start, bank[b, L.B_COL])
-        ch[c, L.D_HITS] += 1
+    line_shift = cfg[L.C_LINE_SHIFT]
+    local = (addr >> (line_shift + cfg[L.C_CHANNEL_SHIFT]) << line_shift) + (addr & (cfg[L.C_INTERLEAVE] - 1))
+    row_index = local >> cfg[L.C_ROW_SHIFT]
+    b = c * cfg[L.C_BANKS] + ((row_index ^ (row_index >> cfg[L.C_BANK_SHIFT])) & (cfg[L.C_BANKS] - 1))
+    row = row_index >> cfg[L.C_BANK_SHIFT]
+    start = _refresh_nb(cfg, ch, bank, c, max(now, ch[U(c), L.D_CMD]))
+    act = bank[U(b), L.B_ACT]
+    if bank[U(b), L.B_ROW] == row:
+        col = max(start, bank[U(b), L.B_COL])
+        ch[U(c), L.D_HITS] += 1
     else:
-        if bank[b, L.B_ROW] >= 0:
-            pre = max(start, bank[b, L.B_ACT] + cfg[L.C_RAS], bank[b, L.B_WREND] + cfg[L.C_WR])
+        if bank[U(b), L.B_ROW] >= 0:
+            pre = max(start, bank[U(b), L.B_ACT] + cfg[L.C_RAS], bank[U(b), L.B_WREND] + cfg[L.C_WR])
             act = pre + cfg[L.C_RP]
-            ch[c, L.D_CONFLICTS] += 1
+            ch[U(c), L.D_CONFLICTS] += 1
         else:
-            act = max(start, bank[b, L.B_ACTOK])
-            ch[c, L.D_MISSES] += 1
-        bank[b, L.B_ROW] = row
-        bank[b, L.B_ACT] = act
+            act = max(start, bank[U(b), L.B_ACTOK])
+            ch[U(c), L.D_MISSES] += 1
+        bank[U(b), L.B_ROW] = row
+        bank[U(b), L.B_ACT] = act
         col = act + cfg[L.C_RCD]
-        bank[b, L.B_COL] = col
+        bank[U(b), L.B_COL] = col
     latency = cfg[L.C_WL] if is_write else cfg[L.C_RL]
-    data = max(col + latency, ch[c, L.D_BUS])
-    if ch[c, L.D_LASTW] >= 0 and ch[c, L.D_LASTW] != is_write:
-        turn = ch[c, L.D_BUS] + cfg[L.C_RTW] if is_write else ch[c, L.D_BUS] + cfg[L.C_WTR] + latency
+    data = max(col + latency, ch[U(c), L.D_BUS])
+    if ch[U(c), L.D_LASTW] >= 0 and ch[U(c), L.D_LASTW] != is_write:
+        turn = ch[U(c), L.D_BUS] + cfg[L.C_RTW] if is_write else ch[U(c), L.D_BUS] + cfg[L.C_WTR] + latency
         data = max(data, turn)
-        ch[c, L.D_TURNS] += 1
+        ch[U(c), L.D_TURNS] += 1
     end = data + sticks * cfg[L.C_STICK_CYC]
-    ch[c, L.D_CMD] = data - latency
-    ch[c, L.D_BUS] = end
-    ch[c, L.D_LASTW] = is_write
-    ch[c, L.D_BUSY] += sticks * cfg[L.C_STICK_CYC]
+    ch[U(c), L.D_CMD] = data - latency
+    ch[U(c), L.D_BUS] = end
+    ch[U(c), L.D_LASTW] = is_write
+    ch[U(c), L.D_BUSY] += sticks * cfg[L.C_STICK_CYC]
     if is_write:
-        bank[b, L.B_WREND] = end
-        ch[c, L.D_WRITE_STICKS] += sticks
+        bank[U(b), L.B_WREND] = end
+        ch[U(c), L.D_WRITE_STICKS] += sticks
     else:
-        ch[c, L.D_READ_STICKS] += sticks
+        ch[U(c), L.D_READ_STICKS] += sticks
     if cfg[L.C_CLOSED_PAGE]:
         done = end + cfg[L.C_WR] if is_write else col + sticks * cfg[L.C_STICK_CYC]
-        bank[b, L.B_ROW] = -1
-        bank[b, L.B_ACTOK] = max(act + cfg[L.C_RAS], done) + cfg[L.C_RP]
+        bank[U(b), L.B_ROW] = -1
+        bank[U(b), L.B_ACTOK] = max(act + cfg[L.C_RAS], done) + cfg[L.C_RP]
     return data

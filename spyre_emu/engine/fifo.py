@@ -9,79 +9,79 @@ The handlers take only the arrays they use, not the state tuple (see loop.py: th
 
 
 from . import layout as L
-from .jit import njit
+from .jit import U, njit
 from .queue import push_nb
 
 
 @njit(cache=True, _nrt=False)
 def step_nb(ins, us, cfg, fifo, times, ev, qa, u, t):
     """One stick of a FIFO-streaming instruction (LX->FIFO, FIFO->LX, SFU on FIFOs)."""
-    i = us[u, L.U_PC]
-    op = ins[i, L.I_OP]
-    fin, fout = 2 * us[u, L.U_CORELET], 2 * us[u, L.U_CORELET] + 1
+    i = us[U(u), L.U_PC]
+    op = ins[U(i), L.I_OP]
+    fin, fout = 2 * us[U(u), L.U_CORELET], 2 * us[U(u), L.U_CORELET] + 1
     if op == L.OP_LX2FIFO:
         src, dst, step, visible = -1, fin, 1, 1
     elif op == L.OP_FIFO2LX:
         src, dst, step, visible = fout, -1, 1, 1
     else:
-        src = fin if ins[i, L.I_A1] else -1
-        dst = fout if ins[i, L.I_A3] else -1
-        step, visible = ins[i, L.I_A5], ins[i, L.I_A5] + ins[i, L.I_A6]
-    if src >= 0 and fifo[src, L.F_VIS] == 0:
+        src = fin if ins[U(i), L.I_A1] else -1
+        dst = fout if ins[U(i), L.I_A3] else -1
+        step, visible = ins[U(i), L.I_A5], ins[U(i), L.I_A5] + ins[U(i), L.I_A6]
+    if src >= 0 and fifo[U(src), L.F_VIS] == 0:
         _block_nb(us, times, u, L.BLOCK_DATA, t)
-        fifo[src, L.F_WDATA] = u
+        fifo[U(src), L.F_WDATA] = u
         return True
-    if dst >= 0 and fifo[dst, L.F_OCC] >= cfg[L.C_FIFO_DEPTH]:
+    if dst >= 0 and fifo[U(dst), L.F_OCC] >= cfg[L.C_FIFO_DEPTH]:
         _block_nb(us, times, u, L.BLOCK_ROOM, t)
-        fifo[dst, L.F_WROOM] = u
+        fifo[U(dst), L.F_WROOM] = u
         return True
     _unblock_nb(us, times, u, t)
     ok = True
     if src >= 0:
-        fifo[src, L.F_VIS] -= 1
-        fifo[src, L.F_OCC] -= 1
-        if fifo[src, L.F_WROOM] >= 0:
-            ok &= push_nb(ev, qa, t, L.EV_STEP, fifo[src, L.F_WROOM])
-            fifo[src, L.F_WROOM] = -1
+        fifo[U(src), L.F_VIS] -= 1
+        fifo[U(src), L.F_OCC] -= 1
+        if fifo[U(src), L.F_WROOM] >= 0:
+            ok &= push_nb(ev, qa, t, L.EV_STEP, fifo[U(src), L.F_WROOM])
+            fifo[U(src), L.F_WROOM] = -1
     if dst >= 0:
-        fifo[dst, L.F_OCC] += 1
+        fifo[U(dst), L.F_OCC] += 1
         ok &= push_nb(ev, qa, t + visible, L.EV_FIFO_VIS, dst)
-        if times[L.T_FIRST_PUSH, i] < 0:
-            times[L.T_FIRST_PUSH, i] = t
-    us[u, L.S_STICKS] += 1
-    us[u, L.U_LEFT] -= 1
-    if us[u, L.U_LEFT] == 0:
+        if times[L.T_FIRST_PUSH, U(i)] < 0:
+            times[L.T_FIRST_PUSH, U(i)] = t
+    us[U(u), L.S_STICKS] += 1
+    us[U(u), L.U_LEFT] -= 1
+    if us[U(u), L.U_LEFT] == 0:
         return ok and push_nb(ev, qa, t + visible, L.EV_DONE, u)
     return ok and push_nb(ev, qa, t + step, L.EV_STEP, u)
 
 
 @njit(cache=True, _nrt=False)
 def _block_nb(us, times, u, reason, t):
-    if us[u, L.U_BLOCK] != reason:
+    if us[U(u), L.U_BLOCK] != reason:
         _unblock_nb(us, times, u, t)
-        us[u, L.U_BLOCKSINCE] = t
-        us[u, L.U_BLOCK] = reason
+        us[U(u), L.U_BLOCKSINCE] = t
+        us[U(u), L.U_BLOCK] = reason
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
 def _unblock_nb(us, times, u, t):
     """Charge the cycles since the unit blocked to its cause, on the unit and on its current
     instruction (reports split stalls by kernel); busy excludes them."""
-    if us[u, L.U_BLOCK] == L.BLOCK_NONE:
+    if us[U(u), L.U_BLOCK] == L.BLOCK_NONE:
         return
-    stalled = t - us[u, L.U_BLOCKSINCE]
-    data = us[u, L.U_BLOCK] == L.BLOCK_DATA
-    us[u, L.S_STALL_DATA if data else L.S_STALL_ROOM] += stalled
-    times[L.T_STALL_DATA if data else L.T_STALL_ROOM, us[u, L.U_PC]] += stalled
-    us[u, L.S_BUSY] -= stalled
-    us[u, L.U_BLOCK] = L.BLOCK_NONE
+    stalled = t - us[U(u), L.U_BLOCKSINCE]
+    data = us[U(u), L.U_BLOCK] == L.BLOCK_DATA
+    us[U(u), L.S_STALL_DATA if data else L.S_STALL_ROOM] += stalled
+    times[L.T_STALL_DATA if data else L.T_STALL_ROOM, us[U(u), L.U_PC]] += stalled
+    us[U(u), L.S_BUSY] -= stalled
+    us[U(u), L.U_BLOCK] = L.BLOCK_NONE
 
 
 @njit(cache=True, _nrt=False)
 def fifo_visible_nb(fifo, ev, qa, f, t):
-    fifo[f, L.F_VIS] += 1
-    if fifo[f, L.F_WDATA] >= 0:
-        w = fifo[f, L.F_WDATA]
-        fifo[f, L.F_WDATA] = -1
+    fifo[U(f), L.F_VIS] += 1
+    if fifo[U(f), L.F_WDATA] >= 0:
+        w = fifo[U(f), L.F_WDATA]
+        fifo[U(f), L.F_WDATA] = -1
         return push_nb(ev, qa, t, L.EV_STEP, w)
     return True

@@ -12,8 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
+import numpy as np
 
 from .cache import CACHE_DIR
+
+# A row index into a state array, cast to unsigned: numba wraps a negative signed index (a sign test and an
+# add of the dimension on every access, which the compiler cannot drop since it cannot know the index is
+# never negative); an unsigned one it uses as it is. Every index the engine computes is non-negative, so the
+# cast changes no value. Written at the index, around the whole expression (``qa[U(base + n)]``): numba types
+# an arithmetic mix of uint64 and int64 as int64, signed again. Not needed where the compiler sees the sign
+# (a constant, ``x & mask``); only ``order[-1]`` (loop._finish_nb) relies on the wrap.
+U = np.uint64
 
 
 def njit(**options: Any) -> Callable[[Callable[..., Any]], Any]:

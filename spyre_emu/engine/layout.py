@@ -35,8 +35,9 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
  C_RCD, C_RL, C_WL, C_RP, C_RAS, C_WR, C_WTR, C_RTW, C_REFI, C_RFC,
  C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS, C_SEND_HOLD,
  C_LINE_SHIFT, C_CHANNEL_SHIFT,  # log2 of interleave_bytes and of channels (both powers of two)
- C_PIECE_SETUP) = range(29)
-C_COLS = 29
+ C_PIECE_SETUP,
+ C_ROW_SHIFT, C_BANK_SHIFT) = range(31)  # log2 of row_bytes and of banks
+C_COLS = 31
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;

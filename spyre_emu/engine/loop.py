@@ -33,7 +33,7 @@ and ``_port_nb``, called with a column view and with a contiguous array.
 from . import layout as L
 from .dma import channel_nb, delivered_nb, issue_nb, request_nb, start_dma_nb, stick_nb
 from .fifo import fifo_visible_nb, step_nb
-from .jit import njit
+from .jit import U, njit
 from .queue import at_nb, pop_nb, push_nb
 
 
@@ -42,28 +42,28 @@ def _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t):
     """Start the unit's next instruction if its tokens are there; (False if the event table is full, the
     DMA instruction the caller must start with ``start_dma_nb`` or -1). Only the arrays it uses are
     passed, not the state tuple: this runs twice per instruction."""
-    if us[u, L.U_BUSY] == 1 or us[u, L.U_PC] >= us[u, L.U_END]:
+    if us[U(u), L.U_BUSY] == 1 or us[U(u), L.U_PC] >= us[U(u), L.U_END]:
         return True, -1
-    i = us[u, L.U_PC]
-    for w in range(ins[i, L.I_W0], ins[i, L.I_W1]):
+    i = us[U(u), L.U_PC]
+    for w in range(ins[U(i), L.I_W0], ins[U(i), L.I_W1]):
         if tok[toks[w]] < 1:
-            us[u, L.U_WAITTOK] = toks[w]
-            if us[u, L.U_WAITSINCE] < 0:
-                us[u, L.U_WAITSINCE] = t
+            us[U(u), L.U_WAITTOK] = toks[w]
+            if us[U(u), L.U_WAITSINCE] < 0:
+                us[U(u), L.U_WAITSINCE] = t
             return True, -1
-    for w in range(ins[i, L.I_W0], ins[i, L.I_W1]):
+    for w in range(ins[U(i), L.I_W0], ins[U(i), L.I_W1]):
         tok[toks[w]] -= 1
-    if us[u, L.U_WAITSINCE] >= 0:
-        us[u, L.S_STALL_TOKEN] += t - us[u, L.U_WAITSINCE]
-        us[u, L.U_WAITSINCE] = -1
-    us[u, L.U_WAITTOK] = -1
-    us[u, L.U_BUSY] = 1
-    times[L.T_START, i] = t
-    op = ins[i, L.I_OP]
-    if op == L.OP_MATMUL or (op == L.OP_SFU and ins[i, L.I_A1] == 0 and ins[i, L.I_A3] == 0):
-        return push_nb(ev, qa, t + ins[i, L.I_DUR], L.EV_DONE, u), -1
+    if us[U(u), L.U_WAITSINCE] >= 0:
+        us[U(u), L.S_STALL_TOKEN] += t - us[U(u), L.U_WAITSINCE]
+        us[U(u), L.U_WAITSINCE] = -1
+    us[U(u), L.U_WAITTOK] = -1
+    us[U(u), L.U_BUSY] = 1
+    times[L.T_START, U(i)] = t
+    op = ins[U(i), L.I_OP]
+    if op == L.OP_MATMUL or (op == L.OP_SFU and ins[U(i), L.I_A1] == 0 and ins[U(i), L.I_A3] == 0):
+        return push_nb(ev, qa, t + ins[U(i), L.I_DUR], L.EV_DONE, u), -1
     if op == L.OP_LX2FIFO or op == L.OP_FIFO2LX or op == L.OP_SFU:
-        us[u, L.U_LEFT] = ins[i, L.I_A4]
+        us[U(u), L.U_LEFT] = ins[U(i), L.I_A4]
         return push_nb(ev, qa, t, L.EV_STEP, u), -1
     return True, i
 
@@ -73,22 +73,22 @@ def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
     """End the unit's oldest instruction: record, signal its tokens. A DMA unit then ends its next one
     too if that one is already delivered (in order; it started when this one was issued); any other
     unit starts its next instruction. Returns what ``_try_start_nb`` returns."""
-    i = us[u, L.U_OLDEST]
-    times[L.T_END, i] = t
-    order[i] = order[-1]
+    i = us[U(u), L.U_OLDEST]
+    times[L.T_END, U(i)] = t
+    order[U(i)] = order[-1]
     order[-1] += 1
-    us[u, L.S_BUSY] += t - max(times[L.T_START, i], us[u, L.U_LASTEND])
-    us[u, L.U_LASTEND] = t
-    us[u, L.U_OLDEST] += 1
-    ok = ins[i, L.I_S0] == ins[i, L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
-    op = ins[i, L.I_OP]
+    us[U(u), L.S_BUSY] += t - max(times[L.T_START, U(i)], us[U(u), L.U_LASTEND])
+    us[U(u), L.U_LASTEND] = t
+    us[U(u), L.U_OLDEST] += 1
+    ok = ins[U(i), L.I_S0] == ins[U(i), L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
+    op = ins[U(i), L.I_OP]
     if op <= L.OP_SEND or op >= L.OP_H2D:
-        j = us[u, L.U_OLDEST]
-        if j < us[u, L.U_PC] and times[L.T_LEFT, j] == 0:
-            ok &= push_nb(ev, qa, max(t, times[L.T_READY, j]), L.EV_DONE, u)
+        j = us[U(u), L.U_OLDEST]
+        if j < us[U(u), L.U_PC] and times[L.T_LEFT, U(j)] == 0:
+            ok &= push_nb(ev, qa, max(t, times[L.T_READY, U(j)]), L.EV_DONE, u)
         return ok, -1
-    us[u, L.U_BUSY] = 0
-    us[u, L.U_PC] += 1
+    us[U(u), L.U_BUSY] = 0
+    us[U(u), L.U_PC] += 1
     if not ok:
         return False, -1
     return _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t)
@@ -98,12 +98,12 @@ def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
 def _signal_nb(ins, toks, us, tok, ev, qa, i, t):
     """Instruction ``i`` ended at ``t``: count up its tokens and wake the units waiting on them."""
     ok = True
-    for s in range(ins[i, L.I_S0], ins[i, L.I_S1]):
+    for s in range(ins[U(i), L.I_S0], ins[U(i), L.I_S1]):
         k = toks[s]
         tok[k] += 1
         for w in range(us.shape[0]):
-            if us[w, L.U_WAITTOK] == k:
-                us[w, L.U_WAITTOK] = -1
+            if us[U(w), L.U_WAITTOK] == k:
+                us[U(w), L.U_WAITTOK] = -1
                 ok &= push_nb(ev, qa, t, L.EV_TRY, w)
     return ok
 
@@ -132,11 +132,12 @@ def run_nb(st, now, budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
             for u in range(us.shape[0]):
-                if us[u, L.U_OLDEST] < us[u, L.U_END]:
+                if us[U(u), L.U_OLDEST] < us[U(u), L.U_END]:
                     return L.STATUS_DEADLOCK, now
             return L.STATUS_DONE, now
-        t, kind = ev[slot, L.E_TIME], ev[slot, L.E_KIND]
-        p0, p1, p2, p3, p4 = ev[slot, L.E_P0], ev[slot, L.E_P1], ev[slot, L.E_P2], ev[slot, L.E_P3], ev[slot, L.E_P4]
+        row = ev[U(slot)]
+        t, kind = row[L.E_TIME], row[L.E_KIND]
+        p0, p1, p2, p3, p4 = row[L.E_P0], row[L.E_P1], row[L.E_P2], row[L.E_P3], row[L.E_P4]
         if t > cfg[L.C_MAX_CYCLES]:
             return L.STATUS_MAX_CYCLES, t
         now = t

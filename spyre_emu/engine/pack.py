@@ -76,6 +76,8 @@ def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bo
     state[L.ST_CFG][L.C_PIECE_SETUP] = machine.dma.piece_setup_cycles
     state[L.ST_CFG][L.C_LINE_SHIFT] = machine.dram.interleave_bytes.bit_length() - 1
     state[L.ST_CFG][L.C_CHANNEL_SHIFT] = machine.dram.channels.bit_length() - 1
+    state[L.ST_CFG][L.C_ROW_SHIFT] = machine.dram.row_bytes.bit_length() - 1
+    state[L.ST_CFG][L.C_BANK_SHIFT] = machine.dram.banks.bit_length() - 1
     state[L.ST_CFG][L.C_HASH_GROUPS] = machine.dram.hash_groups() if machine.dram.channel_hash == "xor" else 1
     return Packed(state, cols.instructions, names, list(cols.tokens))
 

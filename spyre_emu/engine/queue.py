@@ -21,7 +21,7 @@ queue was about half of the loop's time on a streaming read (docs/speed.md, sess
 import numpy as np
 
 from . import layout as L
-from .jit import njit
+from .jit import U, njit
 
 WINDOW = 4096  # cycles the calendar covers; a power of two
 GROUP = 64  # buckets counted together (a power of two dividing WINDOW)
@@ -81,13 +81,13 @@ def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     if qa[_HEAD + b] >= 0 and not _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
         return _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
-    ev[slot, L.E_NEXT] = -1
+    ev[U(slot), L.E_NEXT] = -1
     qa[Q_COUNT] += 1
     qa[_GROUPS + b // GROUP] += 1
     if qa[_HEAD + b] < 0:
         qa[_HEAD + b] = slot
     else:
-        ev[tail, L.E_NEXT] = slot
+        ev[U(tail), L.E_NEXT] = slot
     qa[_TAIL + b] = slot
     return True
 
@@ -97,8 +97,8 @@ def _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     """Take a free row (there is one) and fill it with the event; its slot."""
     cap = ev.shape[0]
     qa[Q_FREE] -= 1
-    slot = qa[_HEAPS + cap + qa[Q_FREE]]
-    row = ev[slot]
+    slot = qa[U(_HEAPS + cap + qa[Q_FREE])]
+    row = ev[U(slot)]
     row[L.E_TIME] = time
     row[L.E_KIND] = kind
     row[L.E_P0] = p0
@@ -112,7 +112,7 @@ def _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
 @njit(cache=True, _nrt=False, forceinline=True)
 def _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
     """Whether the queued event ``tail`` does not come after (kind, p0..p4) of its cycle."""
-    r = ev[tail]
+    r = ev[U(tail)]
     if r[L.E_KIND] != kind:
         return r[L.E_KIND] < kind
     if r[L.E_P0] != p0:
@@ -137,35 +137,36 @@ def _earlier_nb(ev, a, b):
 @njit(cache=True, _nrt=False, forceinline=True)
 def _same_cycle_earlier_nb(ev, a, b):
     """``_earlier_nb`` for two events of one cycle (one bucket holds one cycle): kind, then payload."""
+    ra, rb = ev[U(a)], ev[U(b)]
     for col in range(L.E_KIND, L.E_P4 + 1):
-        if ev[a, col] != ev[b, col]:
-            return ev[a, col] < ev[b, col]
+        if ra[col] != rb[col]:
+            return ra[col] < rb[col]
     return False
 
 
 @njit(cache=True, _nrt=False)
 def _insert_nb(ev, qa, slot):
     """Put ``slot`` into its cycle's bucket at its place in the canonical order."""
-    b = ev[slot, L.E_TIME] & (WINDOW - 1)
+    b = ev[U(slot), L.E_TIME] & (WINDOW - 1)
     qa[Q_COUNT] += 1
     qa[_GROUPS + b // GROUP] += 1
     tail = qa[_TAIL + b]
     if qa[_HEAD + b] < 0 or not _same_cycle_earlier_nb(ev, slot, tail):  # at or after the tail
-        ev[slot, L.E_NEXT] = -1
+        ev[U(slot), L.E_NEXT] = -1
         if qa[_HEAD + b] < 0:
             qa[_HEAD + b] = slot
         else:
-            ev[tail, L.E_NEXT] = slot
+            ev[U(tail), L.E_NEXT] = slot
         qa[_TAIL + b] = slot
         return
     prev, cur = -1, qa[_HEAD + b]
     while not _same_cycle_earlier_nb(ev, slot, cur):
-        prev, cur = cur, ev[cur, L.E_NEXT]
-    ev[slot, L.E_NEXT] = cur
+        prev, cur = cur, ev[U(cur), L.E_NEXT]
+    ev[U(slot), L.E_NEXT] = cur
     if prev < 0:
         qa[_HEAD + b] = slot
     else:
-        ev[prev, L.E_NEXT] = slot
+        ev[U(prev), L.E_NEXT] = slot
 
 
 @njit(cache=True, _nrt=False)
@@ -216,11 +217,11 @@ def pop_nb(ev, qa):
         if slot < 0:  # the next cycle, or the next group's first if this group's buckets are all empty
             qa[Q_CUR] = (qa[Q_CUR] | (GROUP - 1)) + 1 if qa[_GROUPS + b // GROUP] == 0 else qa[Q_CUR] + 1
             continue
-        qa[_HEAD + b] = ev[slot, L.E_NEXT]
+        qa[_HEAD + b] = ev[U(slot), L.E_NEXT]
         qa[Q_COUNT] -= 1
         qa[_GROUPS + b // GROUP] -= 1
         cap = ev.shape[0]
-        qa[_HEAPS + cap + qa[Q_FREE]] = slot
+        qa[U(_HEAPS + cap + qa[Q_FREE])] = slot
         qa[Q_FREE] += 1
         return slot
 

@@ -28,7 +28,7 @@ travel reads (links, ``pending``, the stops' store and send units).
 
 
 from . import layout as L
-from .jit import njit
+from .jit import U, njit
 from .queue import at_nb, push_nb, push_tail_nb
 
 NEVER = 1 << 62
@@ -74,7 +74,7 @@ def legs_nb(cfg, src, mask):
 def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
     """Schedule a stick's arrival at ``stop``, counting it as waiting there unless it is home."""
     if stop != dst:
-        pending[2 * stop + direction_nb(cfg, stop, dst)] += 1
+        pending[U(2 * stop + direction_nb(cfg, stop, dst))] += 1
     return push_nb(ev, qa, t, L.EV_STICK, stop, dst, u, role, x)
 
 
@@ -82,14 +82,14 @@ def stick_at_nb(cfg, pending, ev, qa, t, stop, dst, u, role, x):
 def _injection_horizon_nb(st, stop, now):
     """The earliest cycle at which a stick could still be put on the ring at ``stop``."""
     stops, us, cfg = st[L.ST_STOPS], st[L.ST_US], st[L.ST_CFG]
-    kind = stops[stop, L.R_KIND]
+    kind = stops[U(stop), L.R_KIND]
     if kind == L.STOP_MEMORY:
         return now + cfg[L.C_RL] + cfg[L.C_STICK_CYC]
     horizon = NEVER
     if kind == L.STOP_UNITS:
         for j in (L.R_INJ0, L.R_INJ1):
-            u = stops[stop, j]
-            if u >= 0 and us[u, L.U_PC] < us[u, L.U_END]:
+            u = stops[U(stop), j]
+            if u >= 0 and us[U(u), L.U_PC] < us[U(u), L.U_END]:
                 horizon = min(horizon, _unit_horizon_nb(us, cfg, u, now))
     return horizon
 
@@ -102,11 +102,11 @@ def _unit_horizon_nb(us, cfg, u, now):
     instructions starts its next at ``now`` at the earliest, so issues at ``now + piece_setup``; a
     busy one still setting up a piece issues at its end. Sticks already issued are events, counted
     in ``pending``. The host's PCIe unit has no set-up: ``now``."""
-    if us[u, L.U_CORE] < 0:
+    if us[U(u), L.U_CORE] < 0:
         return now
-    if us[u, L.U_BUSY] == 0:
+    if us[U(u), L.U_BUSY] == 0:
         return now + cfg[L.C_PIECE_SETUP]
-    return max(now, us[u, L.U_PIECE_AT])
+    return max(now, us[U(u), L.U_PIECE_AT])
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -117,23 +117,27 @@ def travel_nb(st, stop, dst, u, role, x, t):
     # Read once: the stores below may alias cfg as far as the compiler knows, so it would reload them.
     hop, chain, hold = cfg[L.C_HOP], cfg[L.C_CHAIN], cfg[L.C_SEND_HOLD] if role == L.ROLE_SEND else 1
     step = 1 if d == 0 else n - 1
-    pending[2 * stop + d] -= 1
+    pending[U(2 * stop + d)] -= 1
     now = t
+    wait = 0
     while True:
-        lk = 2 * stop + d
+        lk = U(2 * stop + d)
         depart = max(t, link[lk, L.L_FREE])
         link[lk, L.L_FREE] = depart + hold
         link[lk, L.L_STICKS] += 1
         link[lk, L.L_WAIT] += depart - t
-        us[u, L.S_STALL_LINK] += depart - t
+        wait += depart - t
         stop, t = stop + step, depart + hop
         if stop >= n:
             stop -= n
-        if (stop == dst or not chain or pending[2 * stop + d] > 0
+        pk = U(2 * stop + d)
+        if (stop == dst or not chain or pending[pk] > 0
                 or t >= _injection_horizon_nb(st, stop, now)):
+            us[U(u), L.S_STALL_LINK] += wait
             if stop != dst:
-                pending[2 * stop + d] += 1
+                pending[pk] += 1
             return push_tail_nb(st[L.ST_EV], st[L.ST_QA], t, L.EV_STICK, stop, dst, u, role, x)
-        if role == L.ROLE_MCAST and (st[L.ST_INS][x, L.I_A3] >> stop) & 1:  # written here at t, goes on
+        if role == L.ROLE_MCAST and (st[L.ST_INS][U(x), L.I_A3] >> stop) & 1:  # written here at t, goes on
             if not at_nb(st, t, L.EV_STICK, stop, dst, u, L.ROLE_LAND, x):
+                us[U(u), L.S_STALL_LINK] += wait
                 return False

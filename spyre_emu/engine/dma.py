@@ -98,7 +98,7 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
     """Issue the DMA's next bursts while its in-flight budget allows. It takes only the arrays it
     uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150. The unit's
     row is indexed at each access, not taken once as a view like elsewhere (jit.U): here the view made the
-    lowered gemm's loop ×0.985 (docs/speed.md, session 41)."""
+    lowered gemm's loop about ×0.985 (docs/speed.md, session 41)."""
     if us[U(u), L.U_ISSUE_LEFT] == 0:  # between instructions
         return True
     i = us[U(u), L.U_PC]

@@ -35,15 +35,16 @@ STICK = 128
 def start_dma_nb(st, u, i, t):
     """Start DMA instruction ``i`` on unit ``u``; PCIe transfers first wait their latency."""
     ins, us = st[L.ST_INS], st[L.ST_US]
-    us[U(u), L.U_ADDR] = ins[U(i), L.I_A0]
-    us[U(u), L.U_ISSUE_LEFT] = ins[U(i), L.I_A2]
-    us[U(u), L.U_PIECE_LEFT] = ins[U(i), L.I_A5]
-    if ins[U(i), L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
-        us[U(u), L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
-    st[L.ST_TIMES][L.T_LEFT, i] = ins[U(i), L.I_A2] // STICK * _copies_nb(ins, i)
-    us[U(u), L.U_DEST] = ins[U(i), L.I_A3] if ins[U(i), L.I_OP] == L.OP_SEND else us[U(u), L.U_STOP]
+    unit, instr = us[U(u)], ins[U(i)]
+    unit[L.U_ADDR] = instr[L.I_A0]
+    unit[L.U_ISSUE_LEFT] = instr[L.I_A2]
+    unit[L.U_PIECE_LEFT] = instr[L.I_A5]
+    if instr[L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
+        unit[L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
+    st[L.ST_TIMES][L.T_LEFT, i] = instr[L.I_A2] // STICK * _copies_nb(ins, i)
+    unit[L.U_DEST] = instr[L.I_A3] if instr[L.I_OP] == L.OP_SEND else unit[L.U_STOP]
     return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
-                    st[L.ST_QA], u, t + ins[U(i), L.I_DUR])
+                    st[L.ST_QA], u, t + instr[L.I_DUR])
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -74,26 +75,30 @@ def _free_slot_nb(chunk, u, number, slots):
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def _burst_nb(us, cfg, u):
-    """Bytes of the unit's next burst: the rest of its piece, up to the next burst boundary."""
-    return min(us[U(u), L.U_PIECE_LEFT], cfg[L.C_BURST] - (us[U(u), L.U_ADDR] & (cfg[L.C_BURST] - 1)))
+def _burst_nb(unit, cfg):
+    """Bytes of the unit's next burst (``unit``: its row of ``us``): the rest of its piece, up to the next
+    burst boundary."""
+    return min(unit[L.U_PIECE_LEFT], cfg[L.C_BURST] - (unit[L.U_ADDR] & (cfg[L.C_BURST] - 1)))
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def _idle_nb(us, cfg, u, t):
-    """Whether ``issue_nb`` would neither issue nor schedule anything now: nothing left to issue, a
-    piece still being set up whose wake-up is already scheduled, or no budget for the next burst."""
-    if us[U(u), L.U_ISSUE_LEFT] == 0:
+def _idle_nb(unit, cfg, t):
+    """Whether ``issue_nb`` would neither issue nor schedule anything now (``unit``: its row of ``us``):
+    nothing left to issue, a piece still being set up whose wake-up is already scheduled, or no budget
+    for the next burst."""
+    if unit[L.U_ISSUE_LEFT] == 0:
         return True
-    if t < us[U(u), L.U_PIECE_AT]:
-        return us[U(u), L.U_WAKE] == us[U(u), L.U_PIECE_AT]
-    return us[U(u), L.U_INFLIGHT] + _burst_nb(us, cfg, u) > cfg[L.C_INFLIGHT]
+    if t < unit[L.U_PIECE_AT]:
+        return unit[L.U_WAKE] == unit[L.U_PIECE_AT]
+    return unit[L.U_INFLIGHT] + _burst_nb(unit, cfg) > cfg[L.C_INFLIGHT]
 
 
 @njit(cache=True, _nrt=False)
 def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
     """Issue the DMA's next bursts while its in-flight budget allows. It takes only the arrays it
-    uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150."""
+    uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150. The unit's
+    row is indexed at each access, not taken once as a view like elsewhere (jit.U): here the view made the
+    lowered gemm's loop about ×0.985 (docs/speed.md, session 41)."""
     if us[U(u), L.U_ISSUE_LEFT] == 0:  # between instructions
         return True
     i = us[U(u), L.U_PC]
@@ -106,7 +111,7 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
                 ok &= push_nb(ev, qa, us[U(u), L.U_PIECE_AT], L.EV_ISSUE, u)
             break
         addr = us[U(u), L.U_ADDR]
-        burst = _burst_nb(us, cfg, u)
+        burst = _burst_nb(us[U(u)], cfg)
         if us[U(u), L.U_INFLIGHT] + burst > cfg[L.C_INFLIGHT]:
             break
         us[U(u), L.U_INFLIGHT] += burst
@@ -164,14 +169,15 @@ def delivered_nb(st, u, i, sticks, done_at, t):
     else:  # sticks whose every copy is now delivered
         total = ins[U(i), L.I_A2] // STICK * copies
         freed = (total - left + sticks) // copies - (total - left) // copies
-    us[U(u), L.U_INFLIGHT] -= freed * STICK
-    us[U(u), L.S_STICKS] += sticks
+    unit = us[U(u)]
+    unit[L.U_INFLIGHT] -= freed * STICK
+    unit[L.S_STICKS] += sticks
     ok = True
     if times[L.T_LEFT, U(i)] == 0:
         times[L.T_READY, U(i)] = done_at
-        if i == us[U(u), L.U_OLDEST]:
+        if i == unit[L.U_OLDEST]:
             ok = at_nb(st, done_at, L.EV_DONE, u)
-    if _idle_nb(us, st[L.ST_CFG], u, t):  # issue_nb would do nothing: spare the call
+    if _idle_nb(unit, st[L.ST_CFG], t):  # issue_nb would do nothing: spare the call
         return ok
     return ok and issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
                            st[L.ST_QA], u, t)
@@ -191,22 +197,24 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
     """The channel picks and serves its next request, then re-arms if more wait. Inlined into the loop (by LLVM):
     called, it received its ten arrays as about 80 scalars, once per served request, and took 13 % of
     the loop's samples on a streaming read (docs/speed.md, session 34)."""
-    ch[U(c), L.D_ARMED] = 0
+    chan = ch[U(c)]
+    chan[L.D_ARMED] = 0
     k, is_write = pick_nb(ch, chunk, c)
     if k < 0:
         return True
-    u, sticks, i = chunk[U(k), L.K_UNIT], chunk[U(k), L.K_STICKS], chunk[U(k), L.K_INS]
-    data = serve_nb(cfg, ch, bank, chunk[U(k), L.K_ADDR], sticks, is_write, t)
-    chunk[U(k), L.K_STICKS] = 0  # the slot is free again
+    req = chunk[U(k)]
+    u, sticks, i = req[L.K_UNIT], req[L.K_STICKS], req[L.K_INS]
+    data = serve_nb(cfg, ch, bank, req[L.K_ADDR], sticks, is_write, t)
+    req[L.K_STICKS] = 0  # the slot is free again
     us[U(u), L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
     ok = True
     if is_write:
         ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
         ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
-    if ch[U(c), L.D_QHEAD_R] >= 0 or ch[U(c), L.D_QHEAD_W] >= 0:
-        ch[U(c), L.D_ARMED] = 1
-        ok &= push_nb(ev, qa, max(t, ch[U(c), L.D_CMD]), L.EV_CHANNEL, c)
+    if chan[L.D_QHEAD_R] >= 0 or chan[L.D_QHEAD_W] >= 0:
+        chan[L.D_ARMED] = 1
+        ok &= push_nb(ev, qa, max(t, chan[L.D_CMD]), L.EV_CHANNEL, c)
     return ok
 
 

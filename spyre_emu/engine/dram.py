@@ -40,44 +40,47 @@ def channel_of_nb(cfg, addr):
 @njit(cache=True, _nrt=False)
 def enqueue_nb(cfg, ch, chunk, k, is_write):
     """Append request ``k`` to its channel's queue; True if the channel must be armed."""
-    c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
+    req = chunk[U(k)]
+    chan = ch[U(channel_of_nb(cfg, req[L.K_ADDR]))]
     head, tail = (L.D_QHEAD_W, L.D_QTAIL_W) if is_write else (L.D_QHEAD_R, L.D_QTAIL_R)
-    chunk[U(k), L.K_NEXT] = -1
-    if ch[U(c), head] < 0:
-        ch[U(c), head] = k
+    req[L.K_NEXT] = -1
+    if chan[head] < 0:
+        chan[head] = k
     else:
-        chunk[ch[U(c), tail], L.K_NEXT] = k
-    ch[U(c), tail] = k
-    if ch[U(c), L.D_ARMED]:
+        chunk[chan[tail], L.K_NEXT] = k
+    chan[tail] = k
+    if chan[L.D_ARMED]:
         return False
-    ch[U(c), L.D_ARMED] = 1
+    chan[L.D_ARMED] = 1
     return True
 
 
 @njit(cache=True, _nrt=False)
 def pick_nb(ch, chunk, c):
     """Take the channel's next request: (chunk id, is_write), or (-1, 0) if none waits."""
-    reads, writes = ch[U(c), L.D_QHEAD_R] >= 0, ch[U(c), L.D_QHEAD_W] >= 0
+    chan = ch[U(c)]
+    reads, writes = chan[L.D_QHEAD_R] >= 0, chan[L.D_QHEAD_W] >= 0
     if not reads and not writes:
         return -1, 0
-    is_write = 1 if writes and (not reads or ch[U(c), L.D_LASTW] == 0) else 0
+    is_write = 1 if writes and (not reads or chan[L.D_LASTW] == 0) else 0
     head = L.D_QHEAD_W if is_write else L.D_QHEAD_R
-    k = ch[U(c), head]
-    ch[U(c), head] = chunk[U(k), L.K_NEXT]
+    k = chan[head]
+    chan[head] = chunk[U(k), L.K_NEXT]
     return k, is_write
 
 
 @njit(cache=True, _nrt=False)
 def _refresh_nb(cfg, ch, bank, c, start):
     """Take every refresh that fell due before ``start``; return when the channel is usable."""
-    while start >= ch[U(c), L.D_NEXTREF]:
-        ref_end = max(ch[U(c), L.D_NEXTREF], ch[U(c), L.D_BUS]) + cfg[L.C_RFC]
+    chan = ch[U(c)]
+    while start >= chan[L.D_NEXTREF]:
+        ref_end = max(chan[L.D_NEXTREF], chan[L.D_BUS]) + cfg[L.C_RFC]
         first = c * cfg[L.C_BANKS]
         for b in range(first, first + cfg[L.C_BANKS]):
             bank[U(b), L.B_ROW] = -1
             bank[U(b), L.B_ACTOK] = ref_end
-        ch[U(c), L.D_NEXTREF] += cfg[L.C_REFI]
-        ch[U(c), L.D_REFRESHES] += 1
+        chan[L.D_NEXTREF] += cfg[L.C_REFI]
+        chan[L.D_REFRESHES] += 1
         start = max(start, ref_end)
     return start
 
@@ -94,41 +97,42 @@ def serve_nb(cfg, ch, bank, addr, sticks, is_write, now):
     row_index = local >> cfg[L.C_ROW_SHIFT]
     b = c * cfg[L.C_BANKS] + ((row_index ^ (row_index >> cfg[L.C_BANK_SHIFT])) & (cfg[L.C_BANKS] - 1))
     row = row_index >> cfg[L.C_BANK_SHIFT]
-    start = _refresh_nb(cfg, ch, bank, c, max(now, ch[U(c), L.D_CMD]))
-    act = bank[U(b), L.B_ACT]
-    if bank[U(b), L.B_ROW] == row:
-        col = max(start, bank[U(b), L.B_COL])
-        ch[U(c), L.D_HITS] += 1
+    chan, bk = ch[U(c)], bank[U(b)]
+    start = _refresh_nb(cfg, ch, bank, c, max(now, chan[L.D_CMD]))
+    act = bk[L.B_ACT]
+    if bk[L.B_ROW] == row:
+        col = max(start, bk[L.B_COL])
+        chan[L.D_HITS] += 1
     else:
-        if bank[U(b), L.B_ROW] >= 0:
-            pre = max(start, bank[U(b), L.B_ACT] + cfg[L.C_RAS], bank[U(b), L.B_WREND] + cfg[L.C_WR])
+        if bk[L.B_ROW] >= 0:
+            pre = max(start, bk[L.B_ACT] + cfg[L.C_RAS], bk[L.B_WREND] + cfg[L.C_WR])
             act = pre + cfg[L.C_RP]
-            ch[U(c), L.D_CONFLICTS] += 1
+            chan[L.D_CONFLICTS] += 1
         else:
-            act = max(start, bank[U(b), L.B_ACTOK])
-            ch[U(c), L.D_MISSES] += 1
-        bank[U(b), L.B_ROW] = row
-        bank[U(b), L.B_ACT] = act
+            act = max(start, bk[L.B_ACTOK])
+            chan[L.D_MISSES] += 1
+        bk[L.B_ROW] = row
+        bk[L.B_ACT] = act
         col = act + cfg[L.C_RCD]
-        bank[U(b), L.B_COL] = col
+        bk[L.B_COL] = col
     latency = cfg[L.C_WL] if is_write else cfg[L.C_RL]
-    data = max(col + latency, ch[U(c), L.D_BUS])
-    if ch[U(c), L.D_LASTW] >= 0 and ch[U(c), L.D_LASTW] != is_write:
-        turn = ch[U(c), L.D_BUS] + cfg[L.C_RTW] if is_write else ch[U(c), L.D_BUS] + cfg[L.C_WTR] + latency
+    data = max(col + latency, chan[L.D_BUS])
+    if chan[L.D_LASTW] >= 0 and chan[L.D_LASTW] != is_write:
+        turn = chan[L.D_BUS] + cfg[L.C_RTW] if is_write else chan[L.D_BUS] + cfg[L.C_WTR] + latency
         data = max(data, turn)
-        ch[U(c), L.D_TURNS] += 1
+        chan[L.D_TURNS] += 1
     end = data + sticks * cfg[L.C_STICK_CYC]
-    ch[U(c), L.D_CMD] = data - latency
-    ch[U(c), L.D_BUS] = end
-    ch[U(c), L.D_LASTW] = is_write
-    ch[U(c), L.D_BUSY] += sticks * cfg[L.C_STICK_CYC]
+    chan[L.D_CMD] = data - latency
+    chan[L.D_BUS] = end
+    chan[L.D_LASTW] = is_write
+    chan[L.D_BUSY] += sticks * cfg[L.C_STICK_CYC]
     if is_write:
-        bank[U(b), L.B_WREND] = end
-        ch[U(c), L.D_WRITE_STICKS] += sticks
+        bk[L.B_WREND] = end
+        chan[L.D_WRITE_STICKS] += sticks
     else:
-        ch[U(c), L.D_READ_STICKS] += sticks
+        chan[L.D_READ_STICKS] += sticks
     if cfg[L.C_CLOSED_PAGE]:
         done = end + cfg[L.C_WR] if is_write else col + sticks * cfg[L.C_STICK_CYC]
-        bank[U(b), L.B_ROW] = -1
-        bank[U(b), L.B_ACTOK] = max(act + cfg[L.C_RAS], done) + cfg[L.C_RP]
+        bk[L.B_ROW] = -1
+        bk[L.B_ACTOK] = max(act + cfg[L.C_RAS], done) + cfg[L.C_RP]
     return data

@@ -21,7 +21,11 @@ from .cache import CACHE_DIR
 # never negative); an unsigned one it uses as it is. Every index the engine computes is non-negative, so the
 # cast changes no value. Written at the index, around the whole expression (``qa[U(base + n)]``): numba types
 # an arithmetic mix of uint64 and int64 as int64, signed again. Not needed where the compiler sees the sign
-# (a constant, ``x & mask``); only ``order[-1]`` (loop._finish_nb) relies on the wrap.
+# (a constant, ``x & mask``); only ``order[-1]`` (loop._finish_nb) relies on the wrap. A function that uses
+# one row several times takes it once, ``unit = us[U(u)]``, and indexes the row by the layout's constants
+# (``unit[L.U_PC]``), which need no wrap test either: nearly the same machine code as ``us[U(u), L.U_PC]`` at each
+# access (docs/speed.md, session 41); ``dma.issue_nb`` keeps the casts, where the view measured slower. Take a
+# row only where the index is valid (not a -1 sentinel).
 U = np.uint64
 
 

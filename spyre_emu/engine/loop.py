@@ -42,28 +42,30 @@ def _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t):
     """Start the unit's next instruction if its tokens are there; (False if the event table is full, the
     DMA instruction the caller must start with ``start_dma_nb`` or -1). Only the arrays it uses are
     passed, not the state tuple: this runs twice per instruction."""
-    if us[U(u), L.U_BUSY] == 1 or us[U(u), L.U_PC] >= us[U(u), L.U_END]:
+    unit = us[U(u)]
+    if unit[L.U_BUSY] == 1 or unit[L.U_PC] >= unit[L.U_END]:
         return True, -1
-    i = us[U(u), L.U_PC]
-    for w in range(ins[U(i), L.I_W0], ins[U(i), L.I_W1]):
+    i = unit[L.U_PC]
+    instr = ins[U(i)]
+    for w in range(instr[L.I_W0], instr[L.I_W1]):
         if tok[toks[w]] < 1:
-            us[U(u), L.U_WAITTOK] = toks[w]
-            if us[U(u), L.U_WAITSINCE] < 0:
-                us[U(u), L.U_WAITSINCE] = t
+            unit[L.U_WAITTOK] = toks[w]
+            if unit[L.U_WAITSINCE] < 0:
+                unit[L.U_WAITSINCE] = t
             return True, -1
-    for w in range(ins[U(i), L.I_W0], ins[U(i), L.I_W1]):
+    for w in range(instr[L.I_W0], instr[L.I_W1]):
         tok[toks[w]] -= 1
-    if us[U(u), L.U_WAITSINCE] >= 0:
-        us[U(u), L.S_STALL_TOKEN] += t - us[U(u), L.U_WAITSINCE]
-        us[U(u), L.U_WAITSINCE] = -1
-    us[U(u), L.U_WAITTOK] = -1
-    us[U(u), L.U_BUSY] = 1
+    if unit[L.U_WAITSINCE] >= 0:
+        unit[L.S_STALL_TOKEN] += t - unit[L.U_WAITSINCE]
+        unit[L.U_WAITSINCE] = -1
+    unit[L.U_WAITTOK] = -1
+    unit[L.U_BUSY] = 1
     times[L.T_START, U(i)] = t
-    op = ins[U(i), L.I_OP]
-    if op == L.OP_MATMUL or (op == L.OP_SFU and ins[U(i), L.I_A1] == 0 and ins[U(i), L.I_A3] == 0):
-        return push_nb(ev, qa, t + ins[U(i), L.I_DUR], L.EV_DONE, u), -1
+    op = instr[L.I_OP]
+    if op == L.OP_MATMUL or (op == L.OP_SFU and instr[L.I_A1] == 0 and instr[L.I_A3] == 0):
+        return push_nb(ev, qa, t + instr[L.I_DUR], L.EV_DONE, u), -1
     if op == L.OP_LX2FIFO or op == L.OP_FIFO2LX or op == L.OP_SFU:
-        us[U(u), L.U_LEFT] = ins[U(i), L.I_A4]
+        unit[L.U_LEFT] = instr[L.I_A4]
         return push_nb(ev, qa, t, L.EV_STEP, u), -1
     return True, i
 
@@ -73,22 +75,24 @@ def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
     """End the unit's oldest instruction: record, signal its tokens. A DMA unit then ends its next one
     too if that one is already delivered (in order; it started when this one was issued); any other
     unit starts its next instruction. Returns what ``_try_start_nb`` returns."""
-    i = us[U(u), L.U_OLDEST]
+    unit = us[U(u)]
+    i = unit[L.U_OLDEST]
+    instr = ins[U(i)]
     times[L.T_END, U(i)] = t
     order[U(i)] = order[-1]
     order[-1] += 1
-    us[U(u), L.S_BUSY] += t - max(times[L.T_START, U(i)], us[U(u), L.U_LASTEND])
-    us[U(u), L.U_LASTEND] = t
-    us[U(u), L.U_OLDEST] += 1
-    ok = ins[U(i), L.I_S0] == ins[U(i), L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
-    op = ins[U(i), L.I_OP]
+    unit[L.S_BUSY] += t - max(times[L.T_START, U(i)], unit[L.U_LASTEND])
+    unit[L.U_LASTEND] = t
+    unit[L.U_OLDEST] += 1
+    ok = instr[L.I_S0] == instr[L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
+    op = instr[L.I_OP]
     if op <= L.OP_SEND or op >= L.OP_H2D:
-        j = us[U(u), L.U_OLDEST]
-        if j < us[U(u), L.U_PC] and times[L.T_LEFT, U(j)] == 0:
+        j = unit[L.U_OLDEST]
+        if j < unit[L.U_PC] and times[L.T_LEFT, U(j)] == 0:
             ok &= push_nb(ev, qa, max(t, times[L.T_READY, U(j)]), L.EV_DONE, u)
         return ok, -1
-    us[U(u), L.U_BUSY] = 0
-    us[U(u), L.U_PC] += 1
+    unit[L.U_BUSY] = 0
+    unit[L.U_PC] += 1
     if not ok:
         return False, -1
     return _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t)

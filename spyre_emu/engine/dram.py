@@ -4,10 +4,12 @@ Timing contract (all in core cycles, parameters from [dram]):
 - Addresses interleave over channels every ``interleave_bytes``; inside a channel a row
   spans ``row_bytes`` and the bank index is the row index XOR-hashed with the row bits
   above it (permutation interleaving, so streams 2 MB apart do not share a bank).
-- Each channel keeps a read queue and a write queue, each first come, first served.
+- Each channel keeps a read queue and a write queue, each first come, first served (reads
+  reaching the controller in the same cycle: by unit, then in issue order).
   The next request is chosen when the previous one's column command issues (in-order
   command issue: its PRE/ACT cannot come earlier); when both queues wait, the channel
   alternates direction (read/write round-robin, which bounds either side's latency).
+  An idle channel picks when a request reaches it, or at its next command cycle if later.
 - Open-page policy: row hit: column command when the bank allows; closed bank: ACT,
   then tRCD; other row open: PRE no earlier than ACT + tRAS (and write data end + tWR),
   then tRP, ACT, tRCD. Closed-page policy: every access ends with an auto-precharge
@@ -38,28 +40,55 @@ def channel_of_nb(cfg, addr):
 
 
 @njit(cache=True, _nrt=False)
-def enqueue_nb(cfg, ch, chunk, k, is_write):
-    """Append request ``k`` to its channel's queue; True if the channel must be armed."""
-    req = chunk[U(k)]
-    chan = ch[U(channel_of_nb(cfg, req[L.K_ADDR]))]
-    head, tail = (L.D_QHEAD_W, L.D_QTAIL_W) if is_write else (L.D_QHEAD_R, L.D_QTAIL_R)
-    req[L.K_NEXT] = -1
-    if chan[head] < 0:
-        chan[head] = k
+def queue_read_nb(ch, chunk, c, k, arrive):
+    """Put read request ``k`` into channel ``c``'s read queue when it is issued, stamped with the cycle it
+    reaches the controller, at its place in the order its arrivals would have been handled as events:
+    (arrival, unit, the unit's request number). Arrivals come nearly in order, so the walk starts at the
+    tail; a request goes after those of its own unit and cycle, which it was issued after."""
+    chan, req = ch[U(c)], chunk[U(k)]
+    req[L.K_ARRIVE] = arrive
+    head, u = chan[L.D_QHEAD_R], req[L.K_UNIT]
+    if head < 0:
+        req[L.K_NEXT] = -1
+        chan[L.D_QHEAD_R] = chan[L.D_QTAIL_R] = k
+        return
+    cur = chan[L.D_QTAIL_R]
+    while chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive and chunk[U(cur), L.K_UNIT] > u):
+        if cur == head:  # first in the queue
+            req[L.K_NEXT] = head
+            chunk[U(head), L.K_PREV] = k
+            chan[L.D_QHEAD_R] = k
+            return
+        cur = chunk[U(cur), L.K_PREV]
+    after = chunk[U(cur), L.K_NEXT]
+    req[L.K_NEXT] = after
+    req[L.K_PREV] = cur
+    chunk[U(cur), L.K_NEXT] = k
+    if after < 0:
+        chan[L.D_QTAIL_R] = k
     else:
-        chunk[chan[tail], L.K_NEXT] = k
-    chan[tail] = k
-    if chan[L.D_ARMED]:
-        return False
-    chan[L.D_ARMED] = 1
-    return True
+        chunk[U(after), L.K_PREV] = k
 
 
 @njit(cache=True, _nrt=False)
-def pick_nb(ch, chunk, c):
-    """Take the channel's next request: (chunk id, is_write), or (-1, 0) if none waits."""
+def queue_write_nb(ch, chunk, c, k):
+    """Append write request ``k`` to channel ``c``'s write queue (its data is all at the controller)."""
     chan = ch[U(c)]
-    reads, writes = chan[L.D_QHEAD_R] >= 0, chan[L.D_QHEAD_W] >= 0
+    chunk[U(k), L.K_NEXT] = -1
+    if chan[L.D_QHEAD_W] < 0:
+        chan[L.D_QHEAD_W] = k
+    else:
+        chunk[U(chan[L.D_QTAIL_W]), L.K_NEXT] = k
+    chan[L.D_QTAIL_W] = k
+
+
+@njit(cache=True, _nrt=False)
+def pick_nb(ch, chunk, c, t):
+    """Take the channel's next request at cycle ``t``: (chunk id, is_write), or (-1, 0) if none waits. A read
+    waits once it has arrived: the read queue holds requests still on their way, behind those that are not."""
+    chan = ch[U(c)]
+    r = chan[L.D_QHEAD_R]
+    reads, writes = r >= 0 and chunk[U(r), L.K_ARRIVE] <= t, chan[L.D_QHEAD_W] >= 0
     if not reads and not writes:
         return -1, 0
     is_write = 1 if writes and (not reads or chan[L.D_LASTW] == 0) else 0

@@ -146,7 +146,7 @@ def issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, u, t):
             if op == L.OP_LOAD or op == L.OP_D2H:
                 chunk[U(k), L.K_LEFT] = 0
                 arrive = t + hops_nb(cfg, us[U(u), L.U_STOP], mc) * cfg[L.C_HOP]  # later than t: hops >= 1
-                queue_read_nb(ch, chunk, c, k, arrive)
+                queue_read_nb(ch, chunk, c, k, arrive, t)
                 ok &= _arm_nb(ch, ev, qa, c, max(arrive, ch[U(c), L.D_CMD]))
             else:
                 chunk[U(k), L.K_LEFT] = n

@@ -40,26 +40,36 @@ def channel_of_nb(cfg, addr):
 
 
 @njit(cache=True, _nrt=False)
-def queue_read_nb(ch, chunk, c, k, arrive):
-    """Put read request ``k`` into channel ``c``'s read queue when it is issued, stamped with the cycle it
+def queue_read_nb(ch, chunk, c, k, arrive, t):
+    """Put read request ``k``, issued at ``t``, into channel ``c``'s read queue, stamped with the cycle it
     reaches the controller, at its place in the order its arrivals would have been handled as events:
     (arrival, unit, the unit's request number). Arrivals come nearly in order, so the walk starts at the
-    tail; a request goes after those of its own unit and cycle, which it was issued after."""
+    tail. A request goes after those of its own unit and cycle, which it was issued after: straight after
+    the read queued last (``D_LAST``) if that one is of the same unit and cycle (at a unit's first issue,
+    each unit's requests would otherwise walk past all those of the units before)."""
     chan, req = ch[U(c)], chunk[U(k)]
     req[L.K_ARRIVE] = arrive
     head, u = chan[L.D_QHEAD_R], req[L.K_UNIT]
+    last, last_t = chan[L.D_LAST], chan[L.D_LAST_T]
+    chan[L.D_LAST], chan[L.D_LAST_T] = k, t
     if head < 0:
         req[L.K_NEXT] = -1
         chan[L.D_QHEAD_R] = chan[L.D_QTAIL_R] = k
         return
     cur = chan[L.D_QTAIL_R]
-    while chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive and chunk[U(cur), L.K_UNIT] > u):
-        if cur == head:  # first in the queue
-            req[L.K_NEXT] = head
-            chunk[U(head), L.K_PREV] = k
-            chan[L.D_QHEAD_R] = k
-            return
-        cur = chunk[U(cur), L.K_PREV]
+    if chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive and chunk[U(cur), L.K_UNIT] > u):
+        # Queued in this cycle, the last read is still in this queue: it arrives after t.
+        if last_t == t and chunk[U(last), L.K_ARRIVE] == arrive and chunk[U(last), L.K_UNIT] == u:
+            cur = last
+        else:
+            while chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive
+                                                         and chunk[U(cur), L.K_UNIT] > u):
+                if cur == head:  # first in the queue
+                    req[L.K_NEXT] = head
+                    chunk[U(head), L.K_PREV] = k
+                    chan[L.D_QHEAD_R] = k
+                    return
+                cur = chunk[U(cur), L.K_PREV]
     after = chunk[U(cur), L.K_NEXT]
     req[L.K_NEXT] = after
     req[L.K_PREV] = cur

@@ -43,9 +43,10 @@ C_COLS = 31
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes. ``D_ARMED``: the
 # cycle of the channel's pending pick (NEVER: none); ``D_ARMS`` counts the picks armed, each event carrying
 # its number, so that a pick superseded by an earlier one is recognised and ignored (dma.channel_nb).
-(D_CMD, D_BUS, D_LASTW, D_NEXTREF, D_QHEAD_R, D_QTAIL_R, D_QHEAD_W, D_QTAIL_W, D_ARMED, D_ARMS,
- D_READ_STICKS, D_WRITE_STICKS, D_BUSY, D_HITS, D_MISSES, D_CONFLICTS, D_REFRESHES, D_TURNS) = range(18)
-D_COLS = 18
+# ``D_LAST``: the read queued last, and ``D_LAST_T`` the cycle it was (dram.queue_read_nb).
+(D_CMD, D_BUS, D_LASTW, D_NEXTREF, D_QHEAD_R, D_QTAIL_R, D_QHEAD_W, D_QTAIL_W, D_ARMED, D_ARMS, D_LAST, D_LAST_T,
+ D_READ_STICKS, D_WRITE_STICKS, D_BUSY, D_HITS, D_MISSES, D_CONFLICTS, D_REFRESHES, D_TURNS) = range(20)
+D_COLS = 20
 D_STAT_FIRST = D_READ_STICKS
 
 # DRAM bank state ``bank[c * banks + b, :]``.

@@ -8,10 +8,11 @@ or store), split at channel interleave boundaries into requests;
 at most ``max_inflight_bytes`` outstanding per unit, over all its instructions under way (a unit
 starts its next instruction once the current one has issued its last request, and ends them in
 order). Reads: the request reaches its memory controller after one hop latency per hop (requests
-use no link), waits in the channel's queue, and each stick leaves the controller when its data is
-out, crosses the ring and is written by the unit's LX port one per port cycle; the load ends the
-cycle after its last write. A multicast load (``to``: several cores, one DRAM read) sends each stick
-out of the controller once per ring direction that has destinations; the copy is written by each
+use no link; queued at issue, stamped with that cycle), waits in the channel's queue, and each stick
+leaves the controller when its data is out, crosses the ring and is written by the unit's LX port
+one per port cycle; the load ends the cycle after its last write. A multicast load (``to``: several
+cores, one DRAM read) sends each stick out of the controller once per ring direction that has
+destinations; the copy is written by each
 destination's ring receive port (one per cycle) as it passes and ends at the farthest; every
 ``copies`` copies delivered free one stick of budget. Writes: sticks leave the LX port one per port
 cycle, cross the ring, and a request joins the channel's write queue when its sticks are all at the
@@ -193,14 +194,12 @@ def write_nb(cfg, ch, chunk, ev, qa, k, t):
 
 @njit(cache=True, _nrt=False, forceinline=True)
 def _arm_nb(ch, ev, qa, c, at):
-    """Have channel ``c`` pick at ``at`` unless it picks no later already. A request reaching an idle channel
-    has it pick at max(arrival, ``D_CMD``); a read is queued at its issue, before it arrives, so its pick
-    may come before one armed for a read that arrives later, which it supersedes: the event superseded is
-    left in the event queue and ignored (its arm number is old). Exact (docs/speed.md, session 42): a channel
-    with a pick pending (armed, in the event model) is armed no later than ``at`` (its pick is at the cycle
-    it was armed or at ``D_CMD``, which only a pick's serve moves); ``D_CMD`` does not move while the
-    channel is idle, so the earliest of max(arrival, ``D_CMD``) over the reads on their way, and the cycle a
-    write joins, is the cycle the event model's first arrival arms it at."""
+    """Have channel ``c`` pick at ``at`` unless it picks no later already. In the event model a request
+    reaching an idle channel armed it for max(arrival, ``D_CMD``). A read arms it at its issue, before it
+    arrives: for the earliest max(arrival, ``D_CMD``) of the reads on their way, superseding a pick armed for
+    a read that arrives later (that event stays queued and does nothing: its arm number is old). A busy
+    channel is never armed earlier: its pick is at the cycle it was armed or at ``D_CMD``, and only a
+    served request moves ``D_CMD`` (docs/speed.md, session 42)."""
     chan = ch[U(c)]
     if chan[L.D_ARMED] <= at:
         return True

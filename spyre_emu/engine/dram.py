@@ -20,6 +20,10 @@ Timing contract (all in core cycles, parameters from [dram]):
   a read waits tRTW after the read data ends. Each 128 B stick takes ``stick_cycles``.
 - All-bank refresh is due every tREFI (staggered per channel) and is taken at the next
   request boundary: it waits for the bus, lasts tRFC and closes every bank.
+
+A read's arrival is no event: the read enters its channel's read queue when it is issued, stamped
+with its arrival cycle and in its arrival order (``queue_read_nb``), and a pick takes only reads that
+have arrived (``pick_nb``); the pick's cycle is kept as an arrival would have set it (``dma._arm_nb``).
 """
 
 

@@ -8,7 +8,10 @@ from event to event. ``st`` is the tuple of state arrays built by ``pack``.
 PT passes and SFU ops on LX operands take the fixed duration ``pack`` computed;
 DMA timing is in dma.py, FIFO streaming in fifo.py. A DMA unit starts its next instruction once the
 current one has issued its last request (descriptors queue, sharing the in-flight budget) and ends
-its instructions in order.
+its instructions in order. A read request reaching its memory controller is no event: it is queued in
+its channel at issue, stamped with its arrival, and the channel picks only reads that have arrived
+(dram.py; an ``EV_CHANNEL`` carries the channel's arm number, and one superseded by an earlier pick does
+nothing: docs/speed.md, session 42).
 
 The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb``) and a channel's
 pick (``channel_nb``, once per served request) are inlined into the loop: a call to a jitted function

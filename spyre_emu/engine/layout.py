@@ -63,9 +63,10 @@ L_COLS = 3
 
 # DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
 # (writes), address, size (0: a free slot), issuing unit, next request in its channel queue, instruction;
-# a read's arrival cycle at its controller and the request before it in its channel's read queue.
-K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS, K_ARRIVE, K_PREV = range(8)
-K_COLS = 8
+# a read's arrival cycle at its controller, the request before it in its channel's read queue and the
+# first of the reads of its unit and arrival there (dram.queue_read_nb).
+K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS, K_ARRIVE, K_PREV, K_FIRST = range(9)
+K_COLS = 9
 
 # Events ``ev[slot, :]``: eight columns, so that a row is one 64-byte cache line (queue.new_queue aligns
 # the table).

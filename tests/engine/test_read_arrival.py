@@ -8,8 +8,11 @@ written the next cycle (the load's end). Units start in unit order at 0: core1's
 Addresses, all on channel 0: 0 and 512 (bank 0, row 0), 2048 (bank 1, row 0), 6144 (bank 0, row 1).
 """
 
+import numpy as np
 import pytest
 
+from spyre_emu.engine import layout as L
+from spyre_emu.engine.dram import pick_nb, queue_read_nb
 from spyre_emu.engine.log import UNIT_STATS
 
 
@@ -62,3 +65,48 @@ def test_waiting_write_is_picked_before_a_read_on_its_way(tiny_with, run_units, 
     log = run_units(machine, {1: {"load": [_load(512)]}, 3: {"load": [_load(0)], "store": [_store(2048)]}},
                     chain_hops=chain)
     assert log.end.tolist() == [73, 36, 35]
+
+
+def test_read_queue_keeps_the_order_of_arrival_events():
+    """``queue_read_nb`` against sorted lists: random issues to two channels of one controller (each unit a
+    fixed distance from it; several calls per cycle, in any unit order) and picks of arrived heads, request
+    slots reused as soon as freed. After every cycle each queue holds its requests in (arrival, unit, issue)
+    order, each on its way with the first of its unit's and arrival's run as ``K_FIRST``, and each pick took
+    the first that had arrived."""
+    rng = np.random.default_rng(42)
+    hops = rng.integers(1, 9, size=8)
+    ch = np.zeros((2, L.D_COLS), np.int64)
+    ch[:, [L.D_QHEAD_R, L.D_QTAIL_R, L.D_QHEAD_W, L.D_LAST_T]] = -1
+    chunk = np.zeros((64, L.K_COLS), np.int64)
+    free, queued, number = list(range(64)), ([], []), 0
+    for t in range(3000):
+        for c in (0, 1):
+            for _ in range(int(rng.integers(0, 3))):  # picks: the channel is sometimes the bottleneck
+                k, is_write = pick_nb(ch, chunk, c, t)
+                arrived = [r for r in queued[c] if r[0] <= t]
+                assert k == (min(arrived)[3] if arrived else -1)
+                assert not is_write
+                if arrived:
+                    queued[c].remove(min(arrived))
+                    free.append(k)
+        for u in rng.integers(0, 8, size=int(rng.integers(0, 6))):  # issue calls, any unit order
+            for _ in range(int(rng.integers(1, 4))):
+                if free:
+                    k, c = free.pop(), int(rng.integers(0, 2))
+                    chunk[k, L.K_UNIT] = u
+                    queue_read_nb(ch, chunk, c, k, t + 2 * hops[u], t)
+                    queued[c].append((t + 2 * hops[u], int(u), number, k))
+                    number += 1
+        for c in (0, 1):
+            order, k = [], ch[c, L.D_QHEAD_R]
+            while k >= 0:
+                order.append(int(k))
+                k = chunk[k, L.K_NEXT]
+            expected = sorted(queued[c])
+            assert order == [r[3] for r in expected]
+            firsts = [r[3] if j == 0 or expected[j - 1][:2] != r[:2] else None for j, r in enumerate(expected)]
+            for j in range(1, len(firsts)):
+                firsts[j] = firsts[j] if firsts[j] is not None else firsts[j - 1]
+            on_the_way = [j for j, r in enumerate(expected) if r[0] > t]  # a picked run's first is gone
+            assert chunk[order, L.K_FIRST][on_the_way].tolist() == [firsts[j] for j in on_the_way]
+    assert number > 4000

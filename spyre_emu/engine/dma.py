@@ -232,10 +232,12 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, arm
     else:
         ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
     if chan[L.D_QHEAD_W] >= 0:  # a write waits: pick at the next command cycle
-        ok &= _arm_nb(ch, ev, qa, c, max(t, chan[L.D_CMD]))
+        at = max(t, chan[L.D_CMD])
     elif chan[L.D_QHEAD_R] >= 0:  # the first read, once it has arrived
-        ok &= _arm_nb(ch, ev, qa, c, max(t, chan[L.D_CMD], chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE]))
-    return ok
+        at = max(t, chan[L.D_CMD], chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE])
+    else:
+        return ok
+    return _arm_nb(ch, ev, qa, c, at) and ok
 
 
 @njit(cache=True, _nrt=False, forceinline=True)

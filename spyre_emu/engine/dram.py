@@ -48,12 +48,11 @@ def queue_read_nb(ch, chunk, c, k, arrive, t):
     """Put read request ``k``, issued at ``t``, into channel ``c``'s read queue, stamped with the cycle it
     reaches the controller, at its place in the order its arrivals would have been handled as events:
     (arrival, unit, the unit's request number). A request goes after those of its own unit and arrival,
-    which it was issued after. Arrivals come nearly in order, so the place is looked for from the tail:
-    at once after the read queued last if that is of the same unit and cycle, else a walk back by groups
-    of one unit and arrival (``K_FIRST``). The groups walked past arrive later than ``t``, so none has lost
-    a member to a pick. At a stream's start 32 units issue 4,096 requests in unit order, not in arrival
-    order: on the 8 MB stream a walk by request took 252,076 steps, this one 5,872 (docs/speed.md,
-    session 42)."""
+    which it was issued after: at once after the read queued last if that is of the same unit and cycle,
+    else where a walk back from the tail (arrivals come nearly in order) by runs of one unit and arrival
+    (``K_FIRST``) stops. The runs walked past arrive later than ``t``, so none has lost a member to a pick.
+    At a stream's start 32 units issue 4,096 requests in unit order, not in arrival order: on the 8 MB
+    stream a walk by request took 252,076 steps, this one 5,872 (docs/speed.md, session 42)."""
     chan, req = ch[U(c)], chunk[U(k)]
     req[L.K_ARRIVE] = arrive
     head, u = chan[L.D_QHEAD_R], req[L.K_UNIT]
@@ -64,21 +63,20 @@ def queue_read_nb(ch, chunk, c, k, arrive, t):
         req[L.K_FIRST] = k
         chan[L.D_QHEAD_R] = chan[L.D_QTAIL_R] = k
         return
-    cur = chan[L.D_QTAIL_R]
-    if chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive and chunk[U(cur), L.K_UNIT] > u):
-        if last_t == t and chunk[U(last), L.K_ARRIVE] == arrive and chunk[U(last), L.K_UNIT] == u:
-            cur = last  # queued in this cycle, so still queued: it arrives after t
-        else:
-            while chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive
-                                                         and chunk[U(cur), L.K_UNIT] > u):
-                first = chunk[U(cur), L.K_FIRST]
-                if first == head:  # first in the queue
-                    req[L.K_NEXT] = head
-                    req[L.K_FIRST] = k
-                    chunk[U(head), L.K_PREV] = k
-                    chan[L.D_QHEAD_R] = k
-                    return
-                cur = chunk[U(first), L.K_PREV]
+    if last_t == t and chunk[U(last), L.K_ARRIVE] == arrive and chunk[U(last), L.K_UNIT] == u:
+        cur = last  # queued in this cycle, so still queued (it arrives after t), and its run's last
+    else:
+        cur = chan[L.D_QTAIL_R]
+        while chunk[U(cur), L.K_ARRIVE] > arrive or (chunk[U(cur), L.K_ARRIVE] == arrive
+                                                     and chunk[U(cur), L.K_UNIT] > u):
+            first = chunk[U(cur), L.K_FIRST]
+            if first == head:  # first in the queue
+                req[L.K_NEXT] = head
+                req[L.K_FIRST] = k
+                chunk[U(head), L.K_PREV] = k
+                chan[L.D_QHEAD_R] = k
+                return
+            cur = chunk[U(first), L.K_PREV]
     same = chunk[U(cur), L.K_ARRIVE] == arrive and chunk[U(cur), L.K_UNIT] == u
     req[L.K_FIRST] = chunk[U(cur), L.K_FIRST] if same else k
     after = chunk[U(cur), L.K_NEXT]

@@ -8,10 +8,11 @@ or store), split at channel interleave boundaries into requests;
 at most ``max_inflight_bytes`` outstanding per unit, over all its instructions under way (a unit
 starts its next instruction once the current one has issued its last request, and ends them in
 order). Reads: the request reaches its memory controller after one hop latency per hop (requests
-use no link), waits in the channel's queue, and each stick leaves the controller when its data is
-out, crosses the ring and is written by the unit's LX port one per port cycle; the load ends the
-cycle after its last write. A multicast load (``to``: several cores, one DRAM read) sends each stick
-out of the controller once per ring direction that has destinations; the copy is written by each
+use no link; queued at issue, stamped with that cycle), waits in the channel's queue, and each stick
+leaves the controller when its data is out, crosses the ring and is written by the unit's LX port
+one per port cycle; the load ends the cycle after its last write. A multicast load (``to``: several
+cores, one DRAM read) sends each stick out of the controller once per ring direction that has
+destinations; the copy is written by each
 destination's ring receive port (one per cycle) as it passes and ends at the farthest; every
 ``copies`` copies delivered free one stick of budget. Writes: sticks leave the LX port one per port
 cycle, cross the ring, and a request joins the channel's write queue when its sticks are all at the
@@ -23,7 +24,7 @@ latency.
 
 
 from . import layout as L
-from .dram import channel_of_nb, enqueue_nb, pick_nb, serve_nb
+from .dram import channel_of_nb, pick_nb, queue_read_nb, queue_write_nb, serve_nb
 from .jit import U, njit
 from .queue import at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
@@ -43,8 +44,8 @@ def start_dma_nb(st, u, i, t):
         unit[L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
     st[L.ST_TIMES][L.T_LEFT, i] = instr[L.I_A2] // STICK * _copies_nb(ins, i)
     unit[L.U_DEST] = instr[L.I_A3] if instr[L.I_OP] == L.OP_SEND else unit[L.U_STOP]
-    return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
-                    st[L.ST_QA], u, t + instr[L.I_DUR])
+    return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING],
+                    st[L.ST_EV], st[L.ST_QA], u, t + instr[L.I_DUR])
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -94,7 +95,7 @@ def _idle_nb(unit, cfg, t):
 
 
 @njit(cache=True, _nrt=False)
-def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
+def issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, u, t):
     """Issue the DMA's next bursts while its in-flight budget allows. It takes only the arrays it
     uses: a jitted call passes every array as about eight scalars, and the whole state tuple as 150. The unit's
     row is indexed at each access, not taken once as a view like elsewhere (jit.U): here the view made the
@@ -135,7 +136,8 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
         a = addr
         while a < addr + burst:
             n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - (a & (cfg[L.C_INTERLEAVE] - 1))) // STICK
-            mc = chan_stop[channel_of_nb(cfg, a)]
+            c = channel_of_nb(cfg, a)
+            mc = chan_stop[c]
             k = _free_slot_nb(chunk, u, us[U(u), L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
             us[U(u), L.U_CHUNK] += 1
             chunk[U(k), L.K_ADDR] = a
@@ -144,10 +146,9 @@ def issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, u, t):
             chunk[U(k), L.K_INS] = i
             if op == L.OP_LOAD or op == L.OP_D2H:
                 chunk[U(k), L.K_LEFT] = 0
-                # Payload (unit, request number, slot): a unit's requests reaching a channel in the
-                # same cycle queue in issue order, not in the order of their wrapping slots.
-                arrive = t + hops_nb(cfg, us[U(u), L.U_STOP], mc) * cfg[L.C_HOP]
-                ok &= push_nb(ev, qa, arrive, L.EV_DRAM, u, us[U(u), L.U_CHUNK], k)
+                arrive = t + hops_nb(cfg, us[U(u), L.U_STOP], mc) * cfg[L.C_HOP]  # later than t: hops >= 1
+                queue_read_nb(ch, chunk, c, k, arrive, t)
+                ok &= _arm_nb(ch, ev, qa, c, max(arrive, ch[U(c), L.D_CMD]))
             else:
                 chunk[U(k), L.K_LEFT] = n
                 for _ in range(n):
@@ -179,27 +180,45 @@ def delivered_nb(st, u, i, sticks, done_at, t):
             ok = at_nb(st, done_at, L.EV_DONE, u)
     if _idle_nb(unit, st[L.ST_CFG], t):  # issue_nb would do nothing: spare the call
         return ok
-    return ok and issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING], st[L.ST_EV],
-                           st[L.ST_QA], u, t)
+    return ok and issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING],
+                           st[L.ST_EV], st[L.ST_QA], u, t)
 
 
 @njit(cache=True, _nrt=False)
-def request_nb(cfg, ch, chunk, ev, qa, k, is_write, t):
-    """A DRAM request reaches its controller's queue."""
-    if enqueue_nb(cfg, ch, chunk, k, is_write):
-        c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
-        return push_nb(ev, qa, max(t, ch[U(c), L.D_CMD]), L.EV_CHANNEL, c)
-    return True
+def write_nb(cfg, ch, chunk, ev, qa, k, t):
+    """A write request's last stick reached its controller: it joins the write queue."""
+    c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
+    queue_write_nb(ch, chunk, c, k)
+    return _arm_nb(ch, ev, qa, c, max(t, ch[U(c), L.D_CMD]))
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
-    """The channel picks and serves its next request, then re-arms if more wait. Inlined into the loop (by LLVM):
-    called, it received its ten arrays as about 80 scalars, once per served request, and took 13 % of
-    the loop's samples on a streaming read (docs/speed.md, session 34)."""
+def _arm_nb(ch, ev, qa, c, at):
+    """Have channel ``c`` pick at ``at`` unless it picks no later already. In the event model a request
+    reaching an idle channel armed it for max(arrival, ``D_CMD``). A read arms it at its issue, before it
+    arrives: for the earliest max(arrival, ``D_CMD``) of the reads on their way, superseding a pick armed for
+    a read that arrives later (that event stays queued and does nothing: its arm number is old). A busy
+    channel is never armed earlier: its pick is at the cycle it was armed or at ``D_CMD``, and only a
+    served request moves ``D_CMD`` (docs/speed.md, session 42)."""
     chan = ch[U(c)]
-    chan[L.D_ARMED] = 0
-    k, is_write = pick_nb(ch, chunk, c)
+    if chan[L.D_ARMED] <= at:
+        return True
+    chan[L.D_ARMED] = at
+    chan[L.D_ARMS] += 1
+    return push_nb(ev, qa, at, L.EV_CHANNEL, c, chan[L.D_ARMS])
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, arm, t):
+    """The channel picks and serves its next request, then re-arms if more wait; a pick superseded by an
+    earlier one (``arm`` not the channel's last) does nothing. Inlined into the loop (by LLVM): called, it
+    received its ten arrays as about 80 scalars, once per served request, and took 13 % of the loop's
+    samples on a streaming read (docs/speed.md, session 34)."""
+    chan = ch[U(c)]
+    if arm != chan[L.D_ARMS]:
+        return True
+    chan[L.D_ARMED] = L.NEVER
+    k, is_write = pick_nb(ch, chunk, c, t)
     if k < 0:
         return True
     req = chunk[U(k)]
@@ -212,10 +231,13 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, t):
         ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
         ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
-    if chan[L.D_QHEAD_R] >= 0 or chan[L.D_QHEAD_W] >= 0:
-        chan[L.D_ARMED] = 1
-        ok &= push_nb(ev, qa, max(t, chan[L.D_CMD]), L.EV_CHANNEL, c)
-    return ok
+    if chan[L.D_QHEAD_W] >= 0:  # a write waits: pick at the next command cycle
+        at = max(t, chan[L.D_CMD])
+    elif chan[L.D_QHEAD_R] >= 0:  # the first read, once it has arrived
+        at = max(t, chan[L.D_CMD], chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE])
+    else:
+        return ok
+    return _arm_nb(ch, ev, qa, c, at) and ok
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
@@ -258,7 +280,7 @@ def stick_nb(st, stop, dst, u, role, x, t):
         chunk[U(x), L.K_LEFT] -= 1
         if chunk[U(x), L.K_LEFT] > 0:
             return True
-        return request_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, L.IS_WRITE, t)
+        return write_nb(st[L.ST_CFG], st[L.ST_CH], chunk, st[L.ST_EV], st[L.ST_QA], x, t)
     if role == L.ROLE_READ:
         w = _port_nb(us[:, L.U_PORT_FP], u, us[U(u), L.U_INTERVAL_FP], t)
     else:

@@ -40,11 +40,13 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
 C_COLS = 31
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
-# Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes;
-# ``D_ARMED`` says a channel event is pending to pick the next request.
-(D_CMD, D_BUS, D_LASTW, D_NEXTREF, D_QHEAD_R, D_QTAIL_R, D_QHEAD_W, D_QTAIL_W, D_ARMED,
- D_READ_STICKS, D_WRITE_STICKS, D_BUSY, D_HITS, D_MISSES, D_CONFLICTS, D_REFRESHES, D_TURNS) = range(17)
-D_COLS = 17
+# Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes. ``D_ARMED``: the
+# cycle of the channel's pending pick (NEVER: none); ``D_ARMS`` counts the picks armed, each event carrying
+# its number, so that a pick superseded by an earlier one is recognised and ignored (dma.channel_nb).
+# ``D_LAST``: the read queued last, and ``D_LAST_T`` the cycle it was (dram.queue_read_nb).
+(D_CMD, D_BUS, D_LASTW, D_NEXTREF, D_QHEAD_R, D_QTAIL_R, D_QHEAD_W, D_QTAIL_W, D_ARMED, D_ARMS, D_LAST, D_LAST_T,
+ D_READ_STICKS, D_WRITE_STICKS, D_BUSY, D_HITS, D_MISSES, D_CONFLICTS, D_REFRESHES, D_TURNS) = range(20)
+D_COLS = 20
 D_STAT_FIRST = D_READ_STICKS
 
 # DRAM bank state ``bank[c * banks + b, :]``.
@@ -60,15 +62,19 @@ L_FREE, L_STICKS, L_WAIT = range(3)
 L_COLS = 3
 
 # DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
-# (writes), address, size (0: a free slot), issuing unit, next request in its channel queue.
-K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS = range(6)
-K_COLS = 6
+# (writes), address, size (0: a free slot), issuing unit, next request in its channel queue, instruction;
+# a read's arrival cycle at its controller, the request before it in its channel's read queue and the
+# first of the reads of its unit and arrival there (dram.queue_read_nb).
+K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS, K_ARRIVE, K_PREV, K_FIRST = range(9)
+K_COLS = 9
 
 # Events ``ev[slot, :]``: eight columns, so that a row is one 64-byte cache line (queue.new_queue aligns
 # the table).
 E_TIME, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(8)
 E_COLS = 8
-EV_TRY, EV_DONE, EV_DRAM, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(9)
+# A read request's arrival at its controller is no event: it enters the channel's read queue at issue
+# (dma.issue_nb, dram.queue_read_nb).
+EV_TRY, EV_DONE, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(8)
 
 # Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written
 # sticks their request slot. ROLE_LAND: a multicast copy being written at a destination it passed
@@ -93,7 +99,8 @@ STOP_QUIET, STOP_UNITS, STOP_MEMORY = range(3)  # nothing injects; DMA units R_I
 
 # Arguments that are constants: a call passing a bare ``0`` or ``1`` to a jitted function gets a version
 # compiled for that literal (numba types it ``Literal[int]``), one passing a module attribute does not.
-IS_READ, IS_WRITE = 0, 1  # a DRAM request's direction (dma.request_nb, dram.enqueue_nb and serve_nb)
 ONE_STICK = 1  # a stick's delivery (dma.delivered_nb)
+
+NEVER = 1 << 62  # a cycle later than any run's
 
 FP_ONE = 1024  # fixed-point scale of port intervals (PCIe moves a stick every ~2.34 cycles)

@@ -8,7 +8,10 @@ from event to event. ``st`` is the tuple of state arrays built by ``pack``.
 PT passes and SFU ops on LX operands take the fixed duration ``pack`` computed;
 DMA timing is in dma.py, FIFO streaming in fifo.py. A DMA unit starts its next instruction once the
 current one has issued its last request (descriptors queue, sharing the in-flight budget) and ends
-its instructions in order.
+its instructions in order. A read request reaching its memory controller is no event: it is queued in
+its channel at issue, stamped with its arrival, and the channel picks only reads that have arrived
+(dram.py; an ``EV_CHANNEL`` carries the channel's arm number, and one superseded by an earlier pick does
+nothing: docs/speed.md, session 42).
 
 The functions on every stick's path (``stick_nb``, ``travel_nb``, ``delivered_nb``) and a channel's
 pick (``channel_nb``, once per served request) are inlined into the loop: a call to a jitted function
@@ -31,7 +34,7 @@ and ``_port_nb``, called with a column view and with a contiguous array.
 
 
 from . import layout as L
-from .dma import channel_nb, delivered_nb, issue_nb, request_nb, start_dma_nb, stick_nb
+from .dma import channel_nb, delivered_nb, issue_nb, start_dma_nb, stick_nb
 from .fifo import fifo_visible_nb, step_nb
 from .jit import U, njit
 from .queue import at_nb, pop_nb, push_nb
@@ -147,10 +150,8 @@ def run_nb(st, now, budget):
         now = t
         if kind == L.EV_STICK:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
-        elif kind == L.EV_DRAM:
-            ok = request_nb(cfg, ch, chunk, ev, qa, p2, L.IS_READ, t)
         elif kind == L.EV_CHANNEL:
-            ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, t)
+            ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, p1, t)
         elif kind == L.EV_WRITE_ACK:
             ok = delivered_nb(st, p0, p2, p1, t, t)
         elif kind == L.EV_STEP:
@@ -162,7 +163,7 @@ def run_nb(st, now, budget):
             if dma >= 0:
                 ok = start_dma_nb(st, p0, dma, t)
         elif kind == L.EV_ISSUE:
-            ok = issue_nb(ins, us, cfg, chunk, chan_stop, pending, ev, qa, p0, t)
+            ok = issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, p0, t)
         else:
             ok, dma = _try_start_nb(ins, toks, us, tok, times, ev, qa, p0, t)
             if dma >= 0:

@@ -250,6 +250,8 @@ def _dram_of(channels: int, banks: int, t_refi: int, t_wr: int) -> tuple[np.ndar
     arrays as another type)."""
     ch = np.zeros((channels, L.D_COLS), np.int64)
     ch[:, [L.D_LASTW, L.D_QHEAD_R, L.D_QTAIL_R, L.D_QHEAD_W, L.D_QTAIL_W]] = -1
+    ch[:, L.D_ARMED] = L.NEVER
+    ch[:, L.D_LAST_T] = -1
     ch[:, L.D_NEXTREF] = t_refi + np.arange(channels) * (t_refi // channels)
     bank = np.zeros((channels * banks, L.B_COLS), np.int64)
     bank[:, L.B_ROW] = -1

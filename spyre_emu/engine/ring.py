@@ -31,8 +31,6 @@ from . import layout as L
 from .jit import U, njit
 from .queue import at_nb, push_nb, push_tail_nb
 
-NEVER = 1 << 62
-
 
 @njit(cache=True, _nrt=False, forceinline=True)
 def _clockwise_nb(cfg, src, dst):
@@ -85,7 +83,7 @@ def _injection_horizon_nb(st, stop, now):
     kind = stops[U(stop), L.R_KIND]
     if kind == L.STOP_MEMORY:
         return now + cfg[L.C_RL] + cfg[L.C_STICK_CYC]
-    horizon = NEVER
+    horizon = L.NEVER
     if kind == L.STOP_UNITS:
         for j in (L.R_INJ0, L.R_INJ1):
             u = stops[U(stop), j]

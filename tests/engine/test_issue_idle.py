@@ -43,7 +43,7 @@ def test_idle_exactly_when_issue_changes_nothing(spyre):
         _random_unit(st[L.ST_US], u, rng, t)
         before = [a.copy() for a in st]
         idle = _idle_nb(st[L.ST_US][u], st[L.ST_CFG], t)
-        assert issue_nb(st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CHUNK], st[L.ST_CHAN_STOP],
+        assert issue_nb(st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK], st[L.ST_CHAN_STOP],
                         st[L.ST_PENDING], st[L.ST_EV], st[L.ST_QA], u, t)
         unchanged = all(np.array_equal(a, b) for a, b in zip(before, st, strict=True))
         assert idle == unchanged, st[L.ST_US][u]

@@ -3,8 +3,9 @@
 A ring reduce-scatter, as collectives run on a ring: the tile's sticks (in LX order: column group,
 then row) are cut into one chunk per member, and the members, in core order, form a ring. In step
 s (0 .. members - 2), member p sends its running sum of chunk (p - s) mod members to member p + 1,
-which adds it into its own on its two SFUs (one half of the chunk each, so the adds into one stick
-stay in order) and sends that sum on in the next step. After the last step member p holds chunk
+which adds it into its own on one SFU (``sfu0``: under the default "unichain" PSUM path one corelet per
+core does the reduction and its partner takes no part, as public readings of IBM's backend say;
+docs/decisions/fidelity.md) and sends that sum on in the next step. After the last step member p holds chunk
 (p + 1) mod members whole and stores it. Every transfer is to the next member, so each member
 sends (members - 1) / members of a tile once, over the links to its neighbour: the reduction takes
 about as long for 2 members as for 32. A member's receive area holds one slot per step, right after
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from ..config import STICK_BYTES
 from .placement import Runs, cut_runs, run_sticks
-from .streams import CoreStreams, Item, halves
+from .streams import CoreStreams, Item
 
 
 @dataclass(frozen=True)
@@ -84,16 +85,21 @@ def _steps(split: SplitK, group: tuple[int, ...], core: int, sticks: int, before
         if hi > lo:
             fixed = {"op": "send", "lx": c_lx + lo * STICK_BYTES, "to_core": after, "to_lx": _slot(split, s),
                      "bytes": (hi - lo) * STICK_BYTES}
-            waits = [f"a{core}s{s - 1}.{u}" for u in halves(hi - lo)] if s else []
-            freed = [f"f{after}s{s}.{u}" for u in halves(earlier[sent + 1] - earlier[sent])]
-            out.append(("send", fixed, waits, freed, [f"r{after}s{s}.{u}" for u in halves(hi - lo)]))
+            waits = [f"a{core}s{s - 1}.{u}" for u in _adder(hi - lo)] if s else []
+            freed = [f"f{after}s{s}.{u}" for u in _adder(earlier[sent + 1] - earlier[sent])]
+            out.append(("send", fixed, waits, freed, [f"r{after}s{s}.{u}" for u in _adder(hi - lo)]))
         lo, hi = cuts[into], cuts[into + 1]
-        for u, (a, b) in halves(hi - lo).items():
+        for u, (a, b) in _adder(hi - lo).items():
             fixed = {"op": "add", "a": c_lx + (lo + a) * STICK_BYTES, "b": _slot(split, s) + a * STICK_BYTES,
                      "out": c_lx + (lo + a) * STICK_BYTES, "sticks": b - a}
             signals = [f"f{core}s{s}.{u}", *([f"a{core}s{s}.{u}"] if s < members - 2 else [])]
             out.append((u, fixed, [f"r{core}s{s}.{u}"], [], signals))
     return out
+
+
+def _adder(n: int) -> dict[str, tuple[int, int]]:
+    """The SFU that adds a received chunk of ``n`` sticks, and its span of them: all on ``sfu0``."""
+    return {"sfu0": (0, n)} if n > 0 else {}
 
 
 def _cuts(sticks: int, members: int) -> list[int]:

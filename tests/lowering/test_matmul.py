@@ -7,8 +7,9 @@ import pytest
 
 from spyre_emu.config import STICK_BYTES, load_machine
 from spyre_emu.errors import ProgramError
-from spyre_emu.lowering import matmul
+from spyre_emu.lowering import matmul, split_k
 from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
+from spyre_emu.lowering.streams import halves
 from spyre_emu.pipeline import load, parse, run
 from spyre_emu.validation.workloads import matmul_program
 
@@ -193,3 +194,26 @@ def test_batched_core_stores_c_one_stick_a_piece_and_reads_a_per_output_stick(tm
     stores = [ins.args for (_, unit), stream in program.streams.items() if unit == "store" for ins in stream]
     assert sum(s["bytes"] // s.get("piece", s["bytes"]) for s in stores) == 256
     assert {s.get("piece", s["bytes"]) for s in stores} == {STICK_BYTES}
+
+
+def test_split_k_adds_run_on_one_sfu(tmp_path, spyre, monkeypatch):
+    """64 x 128 @ 128 x 64 with K split over two cores: each core's C tile is 64 sticks, cut into two chunks of
+    32; in the one reduction step each core adds the 32 sticks it receives into its own. Under the unichain
+    PSUM path one corelet does that (docs/decisions/fidelity.md), so by hand the add is one instruction on
+    sfu0 of 4 + 32 x 16 = 516 cycles (configs/spyre.toml: latency 4, 16 cycles a stick on one SFU), where
+    the two halves on both SFUs took 4 + 16 x 16 = 260 each, side by side; nothing else moves, so the run is
+    516 - 260 = 256 cycles longer. The values are exact."""
+    path, want = _program(tmp_path, 64, 128, 64, 1, 1, sk=2)
+    result = run(load(path, spyre), spyre, functional=True, cache=False)
+    log = result.log
+    adds = [i for i, ins in enumerate(log.instructions) if ins.op == "add"]
+    assert len(adds) == 2
+    for i in adds:
+        ins = log.instructions[i]
+        assert ins.unit == "sfu0"
+        assert ins.args["sticks"] == 32
+        assert log.end[i] - log.start[i] == 4 + 32 * 16
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+    monkeypatch.setattr(split_k, "_adder", halves)
+    both = run(load(path, spyre), spyre, cache=False).log
+    assert log.total_cycles - both.total_cycles == (4 + 32 * 16) - (4 + 16 * 16)

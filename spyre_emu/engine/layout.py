@@ -73,8 +73,9 @@ K_COLS = 9
 E_TIME, E_KIND, E_P0, E_P1, E_P2, E_P3, E_P4, E_NEXT = range(8)
 E_COLS = 8
 # A read request's arrival at its controller is no event: it enters the channel's read queue at issue
-# (dma.issue_nb, dram.queue_read_nb).
-EV_TRY, EV_DONE, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE = range(8)
+# (dma.issue_nb, dram.queue_read_nb). EV_LAND: a read stick of a core's load unit reaching its destination,
+# handled like EV_STICK but last in its cycle, where its push is an append (ring.travel_nb).
+EV_TRY, EV_DONE, EV_STICK, EV_STEP, EV_FIFO_VIS, EV_WRITE_ACK, EV_CHANNEL, EV_ISSUE, EV_LAND = range(9)
 
 # Roles of a stick on the ring. Read, send and multicast sticks carry their instruction, written
 # sticks their request slot. ROLE_LAND: a multicast copy being written at a destination it passed

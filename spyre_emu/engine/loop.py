@@ -148,7 +148,7 @@ def run_nb(st, now, budget):
         if t > cfg[L.C_MAX_CYCLES]:
             return L.STATUS_MAX_CYCLES, t
         now = t
-        if kind == L.EV_STICK:
+        if kind == L.EV_STICK or kind == L.EV_LAND:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
         elif kind == L.EV_CHANNEL:
             ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, p1, t)

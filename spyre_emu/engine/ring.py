@@ -24,6 +24,8 @@ there would have in the canonical order (no other stick of the same unit can rea
 stop, bound the same way, in the same cycle), and the write changes nothing the copy's onward
 travel reads (links, ``pending``, the stops' store and send units).
 ``tests/engine/test_hop_chaining.py`` checks the two modes give identical logs.
+A core's load unit's read stick reaching its destination is an ``EV_LAND``, the last kind in its cycle, so its
+push is an append (docs/decisions/event-order.md says why the order is the same).
 """
 
 
@@ -134,7 +136,8 @@ def travel_nb(st, stop, dst, u, role, x, t):
             us[U(u), L.S_STALL_LINK] += wait
             if stop != dst:
                 pending[pk] += 1
-            return push_tail_nb(st[L.ST_EV], st[L.ST_QA], t, L.EV_STICK, stop, dst, u, role, x)
+            kind = L.EV_LAND if stop == dst and role == L.ROLE_READ and us[U(u), L.U_CORE] >= 0 else L.EV_STICK
+            return push_tail_nb(st[L.ST_EV], st[L.ST_QA], t, kind, stop, dst, u, role, x)
         if role == L.ROLE_MCAST and (st[L.ST_INS][U(x), L.I_A3] >> stop) & 1:  # written here at t, goes on
             if not at_nb(st, t, L.EV_STICK, stop, dst, u, L.ROLE_LAND, x):
                 us[U(u), L.S_STALL_LINK] += wait

@@ -148,7 +148,7 @@ def issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, u, t):
                 chunk[U(k), L.K_LEFT] = 0
                 arrive = t + hops_nb(cfg, us[U(u), L.U_STOP], mc) * cfg[L.C_HOP]  # later than t: hops >= 1
                 queue_read_nb(ch, chunk, c, k, arrive, t)
-                ok &= _arm_nb(ch, ev, qa, c, max(arrive, ch[U(c), L.D_CMD]))
+                ok &= _arm_nb(ch, ev, qa, c, arrive)
             else:
                 chunk[U(k), L.K_LEFT] = n
                 for _ in range(n):
@@ -189,18 +189,20 @@ def write_nb(cfg, ch, chunk, ev, qa, k, t):
     """A write request's last stick reached its controller: it joins the write queue."""
     c = channel_of_nb(cfg, chunk[U(k), L.K_ADDR])
     queue_write_nb(ch, chunk, c, k)
-    return _arm_nb(ch, ev, qa, c, max(t, ch[U(c), L.D_CMD]))
+    return _arm_nb(ch, ev, qa, c, t)
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def _arm_nb(ch, ev, qa, c, at):
-    """Have channel ``c`` pick at ``at`` unless it picks no later already. In the event model a request
-    reaching an idle channel armed it for max(arrival, ``D_CMD``). A read arms it at its issue, before it
-    arrives: for the earliest max(arrival, ``D_CMD``) of the reads on their way, superseding a pick armed for
-    a read that arrives later (that event stays queued and does nothing: its arm number is old). A busy
-    channel is never armed earlier: its pick is at the cycle it was armed or at ``D_CMD``, and only a
-    served request moves ``D_CMD`` (docs/speed.md, session 42)."""
+def _arm_nb(ch, ev, qa, c, ready):
+    """Have channel ``c`` pick at max(``ready``, its next command cycle ``D_CMD``), unless it picks no later
+    already: ``ready`` is when a request waits there (a read's arrival, a write's last stick). In the event
+    model a request reaching an idle channel armed it for max(arrival, ``D_CMD``). A read arms it at its
+    issue, before it arrives: for the earliest max(arrival, ``D_CMD``) of the reads on their way, superseding
+    a pick armed for a read that arrives later (that event stays queued and does nothing: its arm number is
+    old). A busy channel is never armed earlier: its pick is at the cycle it was armed or at ``D_CMD``, and
+    only a served request moves ``D_CMD`` (docs/speed.md, session 42)."""
     chan = ch[U(c)]
+    at = max(ready, chan[L.D_CMD])
     if chan[L.D_ARMED] <= at:
         return True
     chan[L.D_ARMED] = at
@@ -231,13 +233,13 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, arm
         ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
     else:
         ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
-    if chan[L.D_QHEAD_W] >= 0:  # a write waits: pick at the next command cycle
-        at = max(t, chan[L.D_CMD])
+    if chan[L.D_QHEAD_W] >= 0:  # a write waits
+        ready = t
     elif chan[L.D_QHEAD_R] >= 0:  # the first read, once it has arrived
-        at = max(t, chan[L.D_CMD], chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE])
+        ready = max(t, chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE])
     else:
         return ok
-    return _arm_nb(ch, ev, qa, c, at) and ok
+    return _arm_nb(ch, ev, qa, c, ready) and ok
 
 
 @njit(cache=True, _nrt=False, forceinline=True)

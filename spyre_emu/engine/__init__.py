@@ -68,14 +68,15 @@ Progress = Callable[[int, int, int, int], None]
 
 def simulate(program: UnitProgram, machine: Machine, max_cycles: int = DEFAULT_MAX_CYCLES,
              chain_hops: bool = True, progress: Progress | None = None,
-             events_per_call: int = EVENTS_PER_CALL) -> EventLog:
+             events_per_call: int = EVENTS_PER_CALL, serve_ahead: bool = True) -> EventLog:
     """Run ``program`` on ``machine``; raise SimulationError on deadlock or the cycle limit.
 
-    ``chain_hops=False`` makes every ring hop its own event: slower, same results (tested).
+    ``chain_hops=False`` makes every ring hop its own event, ``serve_ahead=False`` every pick of a DRAM
+    channel: slower, same results (tested).
     The jitted loop returns every ``events_per_call`` events so that ``progress`` can be called;
     it resumes where it stopped, so the results do not depend on it (tested).
     """
-    packed = pack(program, machine, max_cycles, chain_hops)
+    packed = pack(program, machine, max_cycles, chain_hops, serve_ahead)
     status, last = _run(packed, progress, events_per_call)
     if status == L.STATUS_MAX_CYCLES:
         raise SimulationError(f"not finished after --max-cycles {max_cycles}", program.source)

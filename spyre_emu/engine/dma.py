@@ -30,6 +30,7 @@ from .queue import at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
 STICK = 128
+SERVE_AHEAD = 1024  # cycles a channel may serve ahead (channel_nb): a quarter of queue.WINDOW
 
 
 @njit(cache=True, _nrt=False)
@@ -42,6 +43,8 @@ def start_dma_nb(st, u, i, t):
     unit[L.U_PIECE_LEFT] = instr[L.I_A5]
     if instr[L.I_OP] <= L.OP_SEND:  # load, store, send: the first piece is set up
         unit[L.U_PIECE_AT] = t + st[L.ST_CFG][L.C_PIECE_SETUP]
+    if instr[L.I_OP] == L.OP_STORE:
+        st[L.ST_WRITES][L.W_STORES_STARTED] += 1
     st[L.ST_TIMES][L.T_LEFT, i] = instr[L.I_A2] // STICK * _copies_nb(ins, i)
     unit[L.U_DEST] = instr[L.I_A3] if instr[L.I_OP] == L.OP_SEND else unit[L.U_STOP]
     return issue_nb(ins, us, st[L.ST_CFG], st[L.ST_CH], st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_PENDING],
@@ -211,35 +214,64 @@ def _arm_nb(ch, ev, qa, c, ready):
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, c, arm, t):
+def write_horizon_nb(cfg, writes, t):
+    """The earliest cycle at which a write could still join a channel's queue, seen at cycle ``t``: none
+    once no store or host-to-device transfer is left; while stores are left but none has started, the next
+    starts at ``t`` at the earliest, sets up its first piece and crosses at least one hop (``dma.issue_nb``,
+    ``ring._unit_horizon_nb``); else ``t``."""
+    if writes[L.W_H2D] > 0 or writes[L.W_STORES_STARTED] > 0:
+        return t
+    if writes[L.W_STORES] > 0:
+        return t + cfg[L.C_PIECE_SETUP] + cfg[L.C_HOP]
+    return L.NEVER
+
+
+@njit(cache=True, _nrt=False, forceinline=True)
+def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, writes, ev, qa, c, arm, t):
     """The channel picks and serves its next request, then re-arms if more wait; a pick superseded by an
     earlier one (``arm`` not the channel's last) does nothing. Inlined into the loop (by LLVM): called, it
     received its ten arrays as about 80 scalars, once per served request, and took 13 % of the loop's
-    samples on a streaming read (docs/speed.md, session 34)."""
+    samples on a streaming read (docs/speed.md, session 34).
+
+    Serving ahead: the next pick is made in this event, at its own cycle p, when nothing that happens
+    before p can change it. A read issued from now on arrives at least a hop after ``t``, behind a head that
+    arrives earlier in the queue's order; a write must not be waiting and none can join before p
+    (``write_horizon_nb``). The serve touches only the channel, its banks and the read's own counters; its
+    sticks' departures are events as before (docs/speed.md, session 43). Ahead by at most ``SERVE_AHEAD``
+    cycles, so that their departures stay in the calendar."""
     chan = ch[U(c)]
     if arm != chan[L.D_ARMS]:
         return True
     chan[L.D_ARMED] = L.NEVER
-    k, is_write = pick_nb(ch, chunk, c, t)
-    if k < 0:
-        return True
-    req = chunk[U(k)]
-    u, sticks, i = req[L.K_UNIT], req[L.K_STICKS], req[L.K_INS]
-    data = serve_nb(cfg, ch, bank, req[L.K_ADDR], sticks, is_write, t)
-    req[L.K_STICKS] = 0  # the slot is free again
-    us[U(u), L.S_STALL_DRAM] += data - t - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
-    ok = True
-    if is_write:
-        ok = push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
-    else:
-        ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
-    if chan[L.D_QHEAD_W] >= 0:  # a write waits
-        ready = t
-    elif chan[L.D_QHEAD_R] >= 0:  # the first read, once it has arrived
-        ready = max(t, chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE])
-    else:
-        return ok
-    return _arm_nb(ch, ev, qa, c, ready) and ok
+    ahead = t
+    if cfg[L.C_SERVE_AHEAD]:
+        ahead = min(write_horizon_nb(cfg, writes, t), t + SERVE_AHEAD, cfg[L.C_MAX_CYCLES] + 1)
+    ok, p = True, t
+    while True:
+        k, is_write = pick_nb(ch, chunk, c, p)
+        if k < 0:
+            return ok
+        req = chunk[U(k)]
+        u, sticks, i = req[L.K_UNIT], req[L.K_STICKS], req[L.K_INS]
+        data = serve_nb(cfg, ch, bank, req[L.K_ADDR], sticks, is_write, p)
+        req[L.K_STICKS] = 0  # the slot is free again
+        us[U(u), L.S_STALL_DRAM] += data - p - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
+        if is_write:
+            ok &= push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)
+        else:
+            ok &= _read_out_nb(ins, us, cfg, pending, ev, qa, u, i, chan_stop[U(c)], sticks, data)
+        if chan[L.D_QHEAD_W] >= 0:  # a write waits
+            ready = p
+        elif chan[L.D_QHEAD_R] >= 0:  # the first read, once it has arrived
+            arrive = chunk[U(chan[L.D_QHEAD_R]), L.K_ARRIVE]
+            ready = max(p, arrive)
+            nxt = max(ready, chan[L.D_CMD])
+            if arrive < t + cfg[L.C_HOP] and nxt < ahead:
+                p = nxt
+                continue
+        else:
+            return ok
+        return _arm_nb(ch, ev, qa, c, ready) and ok
 
 
 @njit(cache=True, _nrt=False, forceinline=True)

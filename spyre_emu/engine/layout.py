@@ -36,8 +36,9 @@ BLOCK_NONE, BLOCK_DATA, BLOCK_ROOM = 0, 1, 2
  C_FIFO_DEPTH, C_STOPS, C_UNITS, C_MAX_CYCLES, C_CLOSED_PAGE, C_CHAIN, C_HASH_GROUPS, C_SEND_HOLD,
  C_LINE_SHIFT, C_CHANNEL_SHIFT,  # log2 of interleave_bytes and of channels (both powers of two)
  C_PIECE_SETUP,
- C_ROW_SHIFT, C_BANK_SHIFT) = range(31)  # log2 of row_bytes and of banks
-C_COLS = 31
+ C_ROW_SHIFT, C_BANK_SHIFT,  # log2 of row_bytes and of banks
+ C_SERVE_AHEAD) = range(32)  # a channel serves reads ahead of their pick cycles (dma.channel_nb): 0 or 1
+C_COLS = 32
 
 # DRAM channel state ``ch[c, :]`` (state, then statistics).
 # Queues are linked lists of chunk ids, one for reads (head, tail) and one for writes. ``D_ARMED``: the
@@ -92,7 +93,12 @@ T_ROWS = 7
 
 # Members of the state tuple ``st`` that ``pack`` builds and every jitted function receives.
 (ST_INS, ST_TOKS, ST_US, ST_TOK, ST_CFG, ST_CH, ST_BANK, ST_FIFO, ST_LINK, ST_CHUNK, ST_CHAN_STOP,
- ST_RX_PORT, ST_EV, ST_QA, ST_TIMES, ST_ORDER, ST_PENDING, ST_STOPS) = range(18)
+ ST_RX_PORT, ST_EV, ST_QA, ST_TIMES, ST_ORDER, ST_PENDING, ST_STOPS, ST_WRITES) = range(19)
+
+# DRAM writes still to come ``writes[:]`` (dma.write_horizon_nb): store instructions not yet ended, those of them
+# started, host-to-device transfers not yet ended.
+W_STORES, W_STORES_STARTED, W_H2D = range(3)
+W_COLS = 3
 
 # Ring stops ``stops[s, :]``: what can put sticks on the ring there, and which units.
 R_KIND, R_INJ0, R_INJ1 = range(3)

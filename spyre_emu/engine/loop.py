@@ -74,7 +74,7 @@ def _try_start_nb(ins, toks, us, tok, times, ev, qa, u, t):
 
 
 @njit(cache=True, _nrt=False)
-def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
+def _finish_nb(ins, toks, us, tok, times, order, writes, ev, qa, u, t):
     """End the unit's oldest instruction: record, signal its tokens. A DMA unit then ends its next one
     too if that one is already delivered (in order; it started when this one was issued); any other
     unit starts its next instruction. Returns what ``_try_start_nb`` returns."""
@@ -89,6 +89,11 @@ def _finish_nb(ins, toks, us, tok, times, order, ev, qa, u, t):
     unit[L.U_OLDEST] += 1
     ok = instr[L.I_S0] == instr[L.I_S1] or _signal_nb(ins, toks, us, tok, ev, qa, i, t)
     op = instr[L.I_OP]
+    if op == L.OP_STORE:
+        writes[L.W_STORES] -= 1
+        writes[L.W_STORES_STARTED] -= 1
+    elif op == L.OP_H2D:
+        writes[L.W_H2D] -= 1
     if op <= L.OP_SEND or op >= L.OP_H2D:
         j = unit[L.U_OLDEST]
         if j < unit[L.U_PC] and times[L.T_LEFT, U(j)] == 0:
@@ -134,7 +139,7 @@ def run_nb(st, now, budget):
     ins, us, cfg, ch, bank, fifo = st[L.ST_INS], st[L.ST_US], st[L.ST_CFG], st[L.ST_CH], st[L.ST_BANK], st[L.ST_FIFO]
     chunk, chan_stop, ev, qa, times, pending = (st[L.ST_CHUNK], st[L.ST_CHAN_STOP], st[L.ST_EV], st[L.ST_QA],
                                                 st[L.ST_TIMES], st[L.ST_PENDING])
-    toks, tok, order = st[L.ST_TOKS], st[L.ST_TOK], st[L.ST_ORDER]
+    toks, tok, order, writes = st[L.ST_TOKS], st[L.ST_TOK], st[L.ST_ORDER], st[L.ST_WRITES]
     for _ in range(budget):
         slot = pop_nb(ev, qa)
         if slot < 0:
@@ -151,7 +156,7 @@ def run_nb(st, now, budget):
         if kind == L.EV_STICK or kind == L.EV_LAND:
             ok = stick_nb(st, p0, p1, p2, p3, p4, t)
         elif kind == L.EV_CHANNEL:
-            ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, ev, qa, p0, p1, t)
+            ok = channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, writes, ev, qa, p0, p1, t)
         elif kind == L.EV_WRITE_ACK:
             ok = delivered_nb(st, p0, p2, p1, t, t)
         elif kind == L.EV_STEP:
@@ -159,7 +164,7 @@ def run_nb(st, now, budget):
         elif kind == L.EV_FIFO_VIS:
             ok = fifo_visible_nb(fifo, ev, qa, p0, t)
         elif kind == L.EV_DONE:
-            ok, dma = _finish_nb(ins, toks, us, tok, times, order, ev, qa, p0, t)
+            ok, dma = _finish_nb(ins, toks, us, tok, times, order, writes, ev, qa, p0, t)
             if dma >= 0:
                 ok = start_dma_nb(st, p0, dma, t)
         elif kind == L.EV_ISSUE:

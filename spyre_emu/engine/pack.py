@@ -65,13 +65,15 @@ def sfu_stick_cycles(machine: Machine, op: str) -> int:
     return machine.sfu.cost_cycles[SFU_OPS[op].cost_class] * max(1, lanes_per_stick // machine.sfu.lanes_fp16)
 
 
-def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True) -> Packed:
+def pack(program: UnitProgram, machine: Machine, max_cycles: int, chain_hops: bool = True,
+         serve_ahead: bool = True) -> Packed:
     names = unit_names(machine)
     us = _units(machine)
     cols = program.columns
     ins, toks = _table(cols, machine, us)
     state = _state(machine, ins, toks, us, len(cols.tokens), len(cols.instructions), max_cycles)
     state[L.ST_CFG][L.C_CHAIN] = chain_hops
+    state[L.ST_CFG][L.C_SERVE_AHEAD] = serve_ahead
     state[L.ST_CFG][L.C_SEND_HOLD] = machine.ring.send_stick_cycles
     state[L.ST_CFG][L.C_PIECE_SETUP] = machine.dma.piece_setup_cycles
     state[L.ST_CFG][L.C_LINE_SHIFT] = machine.dram.interleave_bytes.bit_length() - 1
@@ -240,8 +242,11 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     times[L.T_STALL_DATA:L.T_STALL_ROOM + 1] = 0
     order = np.zeros(max(n_ins, 1) + 1, np.int64)
     pending = np.zeros(2 * len(machine.ring.stops), np.int64)
+    writes = np.zeros(L.W_COLS, np.int64)
+    writes[L.W_STORES] = np.count_nonzero(ins[:n_ins, L.I_OP] == Op.STORE)
+    writes[L.W_H2D] = np.count_nonzero(ins[:n_ins, L.I_OP] == Op.H2D)
     return (ins, toks, us, np.zeros(max(n_tokens, 1), np.int64), cfg, ch, bank, fifo, link, chunk,
-            chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine, us))
+            chan_stop, rx_port, ev, qa, times, order, pending, _stops(machine, us), writes)
 
 
 @cache

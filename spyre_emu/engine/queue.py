@@ -11,7 +11,7 @@ at the tail); further ones wait in a heap.
 
 Two arrays hold everything so jitted callers pass little: ``ev`` (one row per event
 slot, one 64-byte cache line each: a walk along a bucket reads one line per event passed)
-and ``qa`` (counters, bucket heads and tails, events per group of ``GROUP`` buckets, the far
+and ``qa`` (counters, bucket heads and tails and the tails' keys, events per group of ``GROUP`` buckets, the far
 heap, the free list). The group counts let the pop step over an empty group of cycles at
 once: a program of long fixed-duration steps (PT passes of ~1,000 cycles) otherwise spends
 as long stepping over empty cycles as handling its events. At 1533cae the
@@ -29,7 +29,12 @@ Q_COUNT, Q_FREE, Q_CUR, Q_HEAP = range(4)
 _HEAD = 8
 _TAIL = _HEAD + WINDOW
 _GROUPS = _TAIL + WINDOW
-_HEAPS = _GROUPS + WINDOW // GROUP
+# Per bucket, its tail's (kind, p0) as kind << 32 | p0 (p0, a stop, unit, channel or FIFO, is small and never
+# negative, so the key orders as the pair): an append is decided without reading the tail's row, pushed
+# long before and mostly out of the cache (its load was 3.4 % of the loop's samples on a streaming read;
+# docs/speed.md, session 43). Rows are compared only when the pair is equal.
+_KEYS = _GROUPS + WINDOW // GROUP
+_HEAPS = _KEYS + WINDOW
 
 
 def new_queue(capacity: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +83,9 @@ def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
         return _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     b = time & (WINDOW - 1)
     tail = qa[_TAIL + b]
-    if qa[_HEAD + b] >= 0 and not _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4):
+    key, tail_key = (kind << 32) | p0, qa[_KEYS + b]
+    if qa[_HEAD + b] >= 0 and (tail_key > key or tail_key == key
+                               and not _tail_before_nb(ev, tail, kind, p0, p1, p2, p3, p4)):
         return _push_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     slot = _row_nb(ev, qa, time, kind, p0, p1, p2, p3, p4)
     ev[U(slot), L.E_NEXT] = -1
@@ -89,6 +96,7 @@ def push_tail_nb(ev, qa, time, kind, p0, p1, p2, p3, p4):
     else:
         ev[U(tail), L.E_NEXT] = slot
     qa[_TAIL + b] = slot
+    qa[_KEYS + b] = key
     return True
 
 
@@ -151,13 +159,16 @@ def _insert_nb(ev, qa, slot):
     qa[Q_COUNT] += 1
     qa[_GROUPS + b // GROUP] += 1
     tail = qa[_TAIL + b]
-    if qa[_HEAD + b] < 0 or not _same_cycle_earlier_nb(ev, slot, tail):  # at or after the tail
+    key = (ev[U(slot), L.E_KIND] << 32) | ev[U(slot), L.E_P0]
+    tail_key = qa[_KEYS + b]
+    if qa[_HEAD + b] < 0 or tail_key < key or tail_key == key and not _same_cycle_earlier_nb(ev, slot, tail):
         ev[U(slot), L.E_NEXT] = -1
         if qa[_HEAD + b] < 0:
             qa[_HEAD + b] = slot
         else:
             ev[U(tail), L.E_NEXT] = slot
         qa[_TAIL + b] = slot
+        qa[_KEYS + b] = key
         return
     prev, cur = -1, qa[_HEAD + b]
     while not _same_cycle_earlier_nb(ev, slot, cur):

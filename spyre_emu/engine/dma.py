@@ -66,19 +66,6 @@ def _port_nb(port, index, interval, t):
 
 
 @njit(cache=True, _nrt=False, forceinline=True)
-def _free_slot_nb(chunk, u, number, slots):
-    """A free request slot of unit ``u``, looking from ``number``'s. Requests are served out of order
-    (channels differ), so a slot is free only once its request is served; at most ``slots`` requests,
-    each of a stick or more, fit in the in-flight budget, so a free one exists. ``slots`` is a power of two
-    (``max_inflight_bytes`` / 128): the mask is the modulo."""
-    for j in range(slots):
-        k = u * slots + ((number + j) & (slots - 1))
-        if chunk[U(k), L.K_STICKS] == 0:
-            return k
-    return -1
-
-
-@njit(cache=True, _nrt=False, forceinline=True)
 def _burst_nb(unit, cfg):
     """Bytes of the unit's next burst (``unit``: its row of ``us``): the rest of its piece, up to the next
     burst boundary."""
@@ -141,8 +128,8 @@ def issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, u, t):
             n = min(addr + burst - a, cfg[L.C_INTERLEAVE] - (a & (cfg[L.C_INTERLEAVE] - 1))) // STICK
             c = channel_of_nb(cfg, a)
             mc = chan_stop[c]
-            k = _free_slot_nb(chunk, u, us[U(u), L.U_CHUNK], cfg[L.C_INFLIGHT] // STICK)
-            us[U(u), L.U_CHUNK] += 1
+            k = us[U(u), L.U_CHUNK]  # the unit's free request slot freed last (one exists: layout.U_CHUNK)
+            us[U(u), L.U_CHUNK] = chunk[U(k), L.K_NEXT]
             chunk[U(k), L.K_ADDR] = a
             chunk[U(k), L.K_STICKS] = n
             chunk[U(k), L.K_UNIT] = u
@@ -254,7 +241,8 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, writes, ev, qa
         req = chunk[U(k)]
         u, sticks, i = req[L.K_UNIT], req[L.K_STICKS], req[L.K_INS]
         data = serve_nb(cfg, ch, bank, req[L.K_ADDR], sticks, is_write, p)
-        req[L.K_STICKS] = 0  # the slot is free again
+        req[L.K_NEXT] = us[U(u), L.U_CHUNK]  # the slot is free again
+        us[U(u), L.U_CHUNK] = k
         us[U(u), L.S_STALL_DRAM] += data - p - (cfg[L.C_WL] if is_write else cfg[L.C_RL])
         if is_write:
             ok &= push_nb(ev, qa, data + sticks * cfg[L.C_STICK_CYC], L.EV_WRITE_ACK, u, sticks, i)

@@ -25,6 +25,9 @@ U_COLS = 30
 # differ only on DMA units, which start an instruction once the previous one has issued its last
 # request (their descriptors queue) and end them in order. U_PIECE_AT: when the DMA unit's current
 # piece is set up (it issues no request of it before); U_WAKE: the cycle of its pending EV_ISSUE.
+# U_CHUNK: the first of the DMA unit's free request slots, listed through their K_NEXT, the one freed last
+# first: its row is likely still in the cache (docs/speed.md, session 43). A unit's slots are as many as
+# sticks fit in its in-flight budget, and each request holds a stick or more, so one is always free.
 STAT_FIRST = S_BUSY
 
 # Block reasons of a streaming unit.
@@ -63,7 +66,8 @@ L_FREE, L_STICKS, L_WAIT = range(3)
 L_COLS = 3
 
 # DRAM requests (one per channel chunk of a burst) ``chunk[k, :]``: sticks still to arrive
-# (writes), address, size (0: a free slot), issuing unit, next request in its channel queue, instruction;
+# (writes), address, size, issuing unit, next request in its channel queue (of a free slot: the next free
+# slot of its unit, layout.U_CHUNK), instruction;
 # a read's arrival cycle at its controller, the request before it in its channel's read queue and the
 # first of the reads of its unit and arrival there (dram.queue_read_nb).
 K_LEFT, K_ADDR, K_STICKS, K_UNIT, K_NEXT, K_INS, K_ARRIVE, K_PREV, K_FIRST = range(9)

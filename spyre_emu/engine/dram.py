@@ -24,6 +24,7 @@ Timing contract (all in core cycles, parameters from [dram]):
 A read's arrival is no event: the read enters its channel's read queue when it is issued, stamped
 with its arrival cycle and in its arrival order (``queue_read_nb``), and a pick takes only reads that
 have arrived (``pick_nb``); the pick's cycle is kept as an arrival would have set it (``dma._arm_nb``).
+A pick that nothing before its cycle can change is made within the previous one's event (``dma.channel_nb``).
 """
 
 

@@ -225,7 +225,7 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, writes, ev, qa
     arrives earlier in the queue's order; a write must not be waiting and none can join before p
     (``write_horizon_nb``). The serve touches only the channel, its banks and the read's own counters; its
     sticks' departures are events as before (docs/speed.md, session 43). Ahead by at most ``SERVE_AHEAD``
-    cycles, so that their departures stay in the calendar."""
+    cycles, so that their departures mostly stay in the calendar, not its far heap."""
     chan = ch[U(c)]
     if arm != chan[L.D_ARMS]:
         return True

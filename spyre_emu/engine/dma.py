@@ -129,7 +129,7 @@ def issue_nb(ins, us, cfg, ch, chunk, chan_stop, pending, ev, qa, u, t):
             c = channel_of_nb(cfg, a)
             mc = chan_stop[c]
             k = us[U(u), L.U_CHUNK]  # the unit's free request slot freed last (one exists: layout.U_CHUNK)
-            us[U(u), L.U_CHUNK] = chunk[U(k), L.K_NEXT]
+            us[U(u), L.U_CHUNK] = chunk[U(k), L.K_NEXT] if chunk[U(k), L.K_STICKS] > 0 else k + 1
             chunk[U(k), L.K_ADDR] = a
             chunk[U(k), L.K_STICKS] = n
             chunk[U(k), L.K_UNIT] = u

@@ -26,8 +26,9 @@ U_COLS = 30
 # request (their descriptors queue) and end them in order. U_PIECE_AT: when the DMA unit's current
 # piece is set up (it issues no request of it before); U_WAKE: the cycle of its pending EV_ISSUE.
 # U_CHUNK: the first of the DMA unit's free request slots, listed through their K_NEXT, the one freed last
-# first: its row is likely still in the cache (docs/speed.md, session 43). A unit's slots are as many as
-# sticks fit in its in-flight budget, and each request holds a stick or more, so one is always free.
+# first: its row is likely still in the cache (docs/speed.md, session 43). A slot never taken (K_STICKS 0: a
+# request has a stick or more) is followed by the next one, also never taken. A unit's slots are as many as
+# sticks fit in its in-flight budget, so one is always free and a unit never takes more than its own.
 STAT_FIRST = S_BUSY
 
 # Block reasons of a streaming unit.

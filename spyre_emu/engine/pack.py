@@ -226,11 +226,10 @@ def _state(machine: Machine, ins, toks, us, n_tokens: int, n_ins: int, max_cycle
     inflight_sticks = machine.dma.max_inflight_bytes // STICK_BYTES
     movers = _mover_units(machine.cores.count)
     movers = movers[us[movers, L.U_END] > us[movers, L.U_PC]]  # the DMA units that have instructions
-    # Request slots: unit u's are rows u * inflight_sticks on, all free, listed in order (layout.U_CHUNK);
-    # only DMA units issue.
+    # Request slots: unit u's are rows u * inflight_sticks on, all free, the first one first (layout.U_CHUNK;
+    # the rest are reached as each is first taken, so that pack writes none of the table: it is mostly never
+    # touched); only DMA units issue.
     chunk = np.zeros((max(int(movers.max(initial=-1)) + 1, 1) * inflight_sticks, L.K_COLS), np.int64)
-    chunk[:, L.K_NEXT] = np.arange(1, len(chunk) + 1)
-    chunk[inflight_sticks - 1::inflight_sticks, L.K_NEXT] = -1
     us[:len(chunk) // inflight_sticks, L.U_CHUNK] = np.arange(0, len(chunk), inflight_sticks)
     chan_stop = _channel_stops_of(machine.ring.stops, d.channels, d.controllers).copy()  # numba: writable
     rx_port = np.zeros(machine.cores.count, np.int64)

@@ -26,11 +26,11 @@ latency.
 from . import layout as L
 from .dram import channel_of_nb, pick_nb, queue_read_nb, queue_write_nb, serve_nb
 from .jit import U, njit
-from .queue import at_nb, push_nb
+from .queue import WINDOW, at_nb, push_nb
 from .ring import hops_nb, legs_nb, stick_at_nb, travel_nb
 
 STICK = 128
-SERVE_AHEAD = 1024  # cycles a channel may serve ahead (channel_nb): a quarter of queue.WINDOW
+SERVE_AHEAD = WINDOW // 4  # cycles a channel may serve ahead (channel_nb): 1,024
 
 
 @njit(cache=True, _nrt=False)
@@ -223,9 +223,9 @@ def channel_nb(ins, us, cfg, ch, bank, chunk, chan_stop, pending, writes, ev, qa
     Serving ahead: the next pick is made in this event, at its own cycle p, when nothing that happens
     before p can change it. A read issued from now on arrives at least a hop after ``t``, behind a head that
     arrives earlier in the queue's order; a write must not be waiting and none can join before p
-    (``write_horizon_nb``). The serve touches only the channel, its banks and the read's own counters; its
-    sticks' departures are events as before (docs/speed.md, session 43). Ahead by at most ``SERVE_AHEAD``
-    cycles, so that their departures mostly stay in the calendar, not its far heap."""
+    (``write_horizon_nb``). The serve touches only the channel, its banks, the read's own counters and its
+    request slot; its sticks' departures are events as before (docs/speed.md, session 43). Ahead by at most
+    ``SERVE_AHEAD`` cycles, so that their departures mostly stay in the calendar, not its far heap."""
     chan = ch[U(c)]
     if arm != chan[L.D_ARMS]:
         return True

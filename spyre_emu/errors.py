@@ -29,5 +29,9 @@ class ProgramError(SpyreEmuError):
     """A program file is malformed or asks for something the card cannot do."""
 
 
+class LxOverflowError(ProgramError):
+    """A core's LX cannot hold what the program keeps there: its LX tensors, or a kernel's buffers beside them."""
+
+
 class SimulationError(SpyreEmuError):
     """The simulation cannot finish: a deadlock or the --max-cycles limit."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import STICK_BYTES
-from ..errors import ProgramError
+from ..errors import LxOverflowError, ProgramError
 from ..kernel_program import KernelProgram
 from .placement import Division, core_runs
 
@@ -79,7 +79,7 @@ def _place(program: KernelProgram, name: str, size: int, live: list[tuple[int, i
     base = pinned // STICK_BYTES if pinned is not None else lowest - size
     where = "at its lx_offset" if pinned is not None else "below the live LX tensors"
     if base < MIN_CHUNK_STICKS or base + size > usable:
-        raise ProgramError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core {where}, between "
+        raise LxOverflowError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core {where}, between "
                            f"{MIN_CHUNK_STICKS * STICK_BYTES} B kept for the kernels' buffers and the "
                            f"{usable * STICK_BYTES} B usable", program.source, path + ".outputs")
     clash = [other for b, e, other in live if b < base + size and base < e]

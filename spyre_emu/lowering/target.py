@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from ..config import STICK_BYTES, Machine
-from ..errors import ProgramError
+from ..errors import LxOverflowError, ProgramError
 from ..kernel_program import KernelProgram, Tensor
 from ..kernel_program.model import Kernel
 from .lx import Resident
@@ -38,7 +38,7 @@ def step_size(kernel: Kernel, source: str, items: int, fits: int, most: int | No
     """How many of a core's ``items`` one double-buffered step takes: as many as ``fit`` in LX (at most
     ``most``), or items / ``kernel.steps`` when the kernel asks for that many steps (a counted loop)."""
     if fits < 1:
-        raise ProgramError("LX overflow: one step's buffers do not fit in the LX left to this kernel", source,
+        raise LxOverflowError("LX overflow: one step's buffers do not fit in the LX left to this kernel", source,
                            kernel.path)
     if kernel.steps is None:
         return fits if most is None else min(fits, most)
@@ -47,7 +47,7 @@ def step_size(kernel: Kernel, source: str, items: int, fits: int, most: int | No
                            kernel.path + ".steps")
     want = -(-items // kernel.steps)
     if want > fits:
-        raise ProgramError(f"LX overflow: {kernel.steps} steps of {want} need more LX than the {fits} that fit "
+        raise LxOverflowError(f"LX overflow: {kernel.steps} steps of {want} need more LX than the {fits} that fit "
                            "per step; ask for more steps", source, kernel.path + ".steps")
     return want
 

@@ -14,10 +14,11 @@ import numpy as np
 from .. import memo
 from ..config import Machine
 from ..errors import SpyreEmuError
-from ..pipeline import parse, run
+from ..pipeline import run
 from ..pool import parallel_map
 from .accuracy import Point, fits, mean_abs_error
 from .calibration import Case
+from .lx_plan import planned
 from .measurements import MISS, signed_percent
 
 RATIO = "division ratio (single)"
@@ -76,7 +77,7 @@ def _case_figures(job: tuple[dict, int, Machine, str]) -> tuple[float, float] | 
     figures = memo.lookup(k)
     if figures is None:
         try:
-            report = run(parse(data, machine, source), machine, cache=False).report.data
+            report = run(planned(data, machine, source), machine, cache=False).report.data
         except SpyreEmuError as exc:
             return str(exc)
         except Exception as exc:  # noqa: BLE001 -- a bug on one case must not take the other cases down

@@ -113,7 +113,7 @@ def test_a_case_is_simulated_once_per_code_and_config(monkeypatch, tmp_path):
     memo.clear_memory()
     job = (matmul_program(1, 64, 128, 128, (1, 1, 1, 1)), 1, load_machine(), "calibration")
     first = cases_module._case_figures(job)
-    monkeypatch.setattr(cases_module, "parse", lambda *a: pytest.fail("lowered again"))
+    monkeypatch.setattr(cases_module, "planned", lambda *a: pytest.fail("lowered again"))
     assert cases_module._case_figures(job) == first
     memo.clear_memory()
     assert cases_module._case_figures(job) == first

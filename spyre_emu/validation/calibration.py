@@ -33,6 +33,7 @@ from .workloads import (
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
+SWEEP_COLUMNS = ("role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "device_us")
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
 SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
@@ -75,7 +76,7 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     if not present:
         raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(folder))
     rows = _sweep_rows(folder / SWEEP) if folder / SWEEP in present else []
-    cases = [_sweep_case(row, f"{folder / SWEEP} row {i}") for i, row in enumerate(rows, 2)]
+    cases = [_sweep_case(row, f"{folder / SWEEP} row {line}") for line, row in rows]
     singles = _read(folder / SINGLE) if folder / SINGLE in present else {"cases": []}
     try:
         entries = {c["name"]: c for c in singles["cases"]}
@@ -104,15 +105,19 @@ def _read(path: Path) -> Any:
         raise SpyreEmuError(f"calibration data: {exc.message}", str(path)) from None
 
 
-def _sweep_rows(path: Path) -> list[dict[str, str]]:
+def _sweep_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """The sweep's rows, each with its line in the file (the csv reader skips blank lines: the count does not)."""
     try:
         text = read_bytes(path).decode()
     except (OSError, SpyreEmuError, UnicodeDecodeError) as exc:
         raise SpyreEmuError(f"cannot read calibration data: {exc}", str(path)) from None
-    rows = list(csv.DictReader(text.splitlines()))
-    need = {"role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "device_us"}
-    if not rows or need - set(rows[0]):
-        raise SpyreEmuError(f"expected columns {', '.join(sorted(need))}", str(path))
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in SWEEP_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise SpyreEmuError(f"expected columns {', '.join(missing)} in the header", str(path))
+    rows = [(reader.line_num, row) for row in reader]
+    if not rows:
+        raise SpyreEmuError("expected a row under the header", str(path))
     return rows
 
 

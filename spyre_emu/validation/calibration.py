@@ -77,17 +77,24 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
         raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(folder))
     rows = _sweep_rows(folder / SWEEP) if folder / SWEEP in present else []
     cases = [_sweep_case(row, f"{folder / SWEEP} row {line}") for line, row in rows]
+    file = str(folder / SINGLE)
     singles = _read(folder / SINGLE) if folder / SINGLE in present else {"cases": []}
     try:
-        entries = {c["name"]: c for c in singles["cases"]}
+        listed = [(c["name"], c) for c in singles["cases"]]
     except (KeyError, TypeError) as exc:
-        raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", str(folder / SINGLE)) from None
-    if not all(isinstance(name, str) for name in entries):
-        raise SpyreEmuError("expected every case's name to be a string", str(folder / SINGLE), "cases")
-    for name, case in entries.items():
-        if name in WHOLE_CALLS:
+        raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", file) from None
+    if not all(isinstance(name, str) for name, _ in listed):
+        raise SpyreEmuError("expected every case's name to be a string", file, "cases")
+    entries: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for i, (name, case) in enumerate(listed):
+        if name in first:  # a second figure of one name is listed as not run, never dropped unseen
+            why = f"expected a name no other entry has; {name!r} is cases[{first[name]}]'s too"
+            cases.append(_unreadable(name, SpyreEmuError(why, file, f"cases[{i}].name")))
             continue
-        cases += _single_cases(name, case, str(folder / SINGLE))
+        entries[name], first[name] = case, i
+        if name not in WHOLE_CALLS:
+            cases += _single_cases(name, case, file)
     return cases, {**QUOTED, **{name: _as_range(entries[name]) for name in WHOLE_CALLS if name in entries}}
 
 

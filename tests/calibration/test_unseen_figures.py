@@ -194,3 +194,14 @@ def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path
     assert not not_run
     assert ratio.measured == 2.0
     assert ratio.simulated == times["(b, m, n, k) = (1, 8, 4, 1)"] / times["(b, m, n, k) = (1, 1, 8, 1)"]
+
+
+def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):
+    """Two entries of one name: the first is a case, the second one that cannot run, naming its JSON path (it was
+    dropped unseen, with the first's figure replaced by its own)."""
+    kv = {"name": "kv", "what": "matmul [64, 4096] x [4096, 1024]", "device_us": 60.5, "split": {"m": 8, "n": 4}}
+    cases = load_cases(calibration_folder(tmp_path, [ROW], [kv, {**kv, "device_us": 99.0}]))[0][1:]
+    assert [(c.name, c.measured_us) for c in cases][:1] == [("kv", 60.5)]
+    assert len(cases) == 2
+    assert (cases[1].source, cases[1].problem) == (
+        str(tmp_path / SINGLE), "cases[1].name: expected a name no other entry has; 'kv' is cases[0]'s too")

@@ -88,7 +88,13 @@ def _case_figures(job: tuple[dict, int, Machine, str]) -> tuple[float, float] | 
 
 
 def _label(case: Case) -> str:
-    return "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")" if case.split and case.shape else case.name
+    """A case as the tables name it: a sweep row by its division, a single figure measured several ways
+    (``name.way``) by the way and its division (two compiler settings may share one), any other by its name."""
+    if not (case.split and case.shape):
+        return case.name
+    division = "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")"
+    way = case.name.removeprefix(case.shape + ".") if case.category.endswith("(single)") else case.name
+    return division if way == case.name else f"{way}: {division}"
 
 
 def render_calibration(points: list[Point], folder: str, plot: str | None, not_run: list[NotRun] | None = None) -> str:

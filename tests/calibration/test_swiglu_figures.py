@@ -156,5 +156,5 @@ def test_a_pt_utilization_alone_needs_work_on_the_pt(tmp_path):
         None, True)  # NaN: the new side's one figure is its PT utilization
     points, not_run = run_cases(load_machine(), [cases["pair.old"], cases["pair.new"]])
     assert not not_run
-    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "pair.new"),
-                                                             ("matmul prefill (single)", "(b, m, n, k) = (1, 4, 1, 1)")]
+    assert sorted((p.category, p.label) for p in points) == [
+        ("PT utilization", "pair.new"), ("matmul prefill (single)", "old: (b, m, n, k) = (1, 4, 1, 1)")]

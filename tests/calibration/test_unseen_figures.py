@@ -193,7 +193,7 @@ def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path
     (ratio,) = [p for p in points if p.category == "division ratio (single)"]
     assert not not_run
     assert ratio.measured == 2.0
-    assert ratio.simulated == times["(b, m, n, k) = (1, 8, 4, 1)"] / times["(b, m, n, k) = (1, 1, 8, 1)"]
+    assert ratio.simulated == times["old: (b, m, n, k) = (1, 8, 4, 1)"] / times["new: (b, m, n, k) = (1, 1, 8, 1)"]
 
 
 def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):
@@ -205,3 +205,14 @@ def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):
     assert len(cases) == 2
     assert (cases[1].source, cases[1].problem) == (
         str(tmp_path / SINGLE), "cases[1].name: expected a name no other entry has; 'kv' is cases[0]'s too")
+
+
+def test_two_settings_of_one_division_are_told_apart_in_the_tables(tmp_path, monkeypatch, spyre):
+    """An entry measured under two compiler settings with one split: its two rows carry the setting's name, not
+    the split alone (both read '(b, m, n, k) = (1, 4, 8, 1)', the best and the first choice alike)."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    cases = _cases(tmp_path, [{"name": "kv", "what": "matmul [64, 1024] x [1024, 512], decode",
+                               "device_us": {"relayout_off": 40.0, "lx_relayout_on": 30.0}}])
+    points, _ = run_cases(spyre, [cases["kv.relayout_off"], cases["kv.lx_relayout_on"]])
+    assert [p.label for p in points][:2] == ["relayout_off: (b, m, n, k) = (1, 4, 8, 1)",
+                                             "lx_relayout_on: (b, m, n, k) = (1, 4, 8, 1)"]

@@ -216,3 +216,16 @@ def test_two_settings_of_one_division_are_told_apart_in_the_tables(tmp_path, mon
     points, _ = run_cases(spyre, [cases["kv.relayout_off"], cases["kv.lx_relayout_on"]])
     assert [p.label for p in points][:2] == ["relayout_off: (b, m, n, k) = (1, 4, 8, 1)",
                                              "lx_relayout_on: (b, m, n, k) = (1, 4, 8, 1)"]
+
+
+def test_cores_the_words_leave_out_are_the_names_for_every_sfu_kernel(tmp_path):
+    """Where ``what`` states the kernel but not its cores, the sweep's name gives them, for a pointwise op or a row
+    reduction as for a softmax chain (those ran on the card's 32)."""
+    cases = _cases(tmp_path, [
+        {"name": "neg_8192x2048_2core", "what": "neg of 8192×2048", "device_us": 771.2},
+        {"name": "rowmax_2048x8192_4core", "what": "max along the row of 2048×8192", "device_us": 550.3},
+        {"name": "stages_7_2", "what": "softmax 2048×512 in 8 LX tiles, chain of 7", "device_us": 428.0}])
+    assert cases["neg_8192x2048_2core"].program == pointwise_program("neg", 8192, 2048, 2, "neg_8192x2048_2core")
+    assert cases["rowmax_2048x8192_4core"].program == pointwise_program("max", 2048, 8192, 4,
+                                                                        "rowmax_2048x8192_4core")
+    assert cases["stages_7_2"].program == softmax_tile_program(2, 2, "stages_7_2", 256, 512)

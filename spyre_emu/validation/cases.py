@@ -117,7 +117,7 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
     timed = [p for p in points if p.category not in UNTIMED]
     mae = mean_abs_error(timed)
     lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
-              f"(target ≤ {100 * MISS:.0f} %).", "",
+              f"(target ≤ {100 * MISS:.0f} %)." if timed else "No timed case ran.", "",
               "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",
               "|---|---|---|---|---|---|"]
     for c in categories:

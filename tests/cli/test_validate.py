@@ -171,3 +171,14 @@ def test_regret_does_not_hang_on_the_order_of_divisions_the_simulator_ties():
     for points in (tied, tied[::-1]):
         fit = shape_fit("s", points)
         assert (fit.chosen.label, round(fit.regret, 12)) == ("off", round(40 / 30 - 1, 12))
+
+
+def test_no_figure_is_no_mean_not_a_perfect_one():
+    """`--only` naming calibration cases alone runs no measurement row, and a PT utilization alone is no timed
+    case: the page says so instead of a mean absolute error of 0.0 % over nothing."""
+    text = render([], [], "config `c`")
+    assert "0.0 %" not in text
+    assert "No measurement of this table was run (`--only` chose none)." in text
+    calibration = cases_module.render_calibration([Point("PT utilization", "", "qo", 50.0, 60.0)], "data", None)
+    assert "over all 0 timed cases" not in calibration
+    assert "No timed case ran." in calibration

@@ -272,5 +272,6 @@ def render_overall(sections: list[tuple[str, Sequence[Compared]]]) -> str:
     lines = ["", "## Every figure", "", "| section | figures | mean abs. error |", "|---|---|---|"]
     lines += [f"| {name} | {len(figures)} | {100 * mean_abs_error(figures):.1f} % |" for name, figures in shown]
     lines += ["", f"**Mean absolute error over all {len(everything)} counted figures: "
-              f"{100 * mean_abs_error(everything):.1f} %** (target ≤ {100 * MISS:.0f} %)."]
+              f"{100 * mean_abs_error(everything):.1f} %** (target ≤ {100 * MISS:.0f} %)." if everything else
+              "No figure was counted."]
     return "\n".join(lines) + "\n"

@@ -182,3 +182,6 @@ def test_no_figure_is_no_mean_not_a_perfect_one():
     calibration = cases_module.render_calibration([Point("PT utilization", "", "qo", 50.0, 60.0)], "data", None)
     assert "over all 0 timed cases" not in calibration
     assert "No timed case ran." in calibration
+    overall = render_overall([("measurements above", []), ("calibration data", [])])
+    assert "0.0 %" not in overall
+    assert "No figure was counted." in overall

@@ -83,8 +83,9 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
         listed = [(c["name"], c) for c in singles["cases"]]
     except (KeyError, TypeError) as exc:
         raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", file) from None
-    if not all(isinstance(name, str) for name, _ in listed):
-        raise SpyreEmuError("expected every case's name to be a string", file, "cases")
+    for i, (name, _) in enumerate(listed):
+        if not isinstance(name, str):
+            raise SpyreEmuError(f"expected a string, got {name!r}", file, f"cases[{i}].name")
     entries: dict[str, dict[str, Any]] = {}
     first: dict[str, int] = {}
     for i, (name, case) in enumerate(listed):

@@ -7,6 +7,7 @@ dropped unseen."""
 import pytest
 
 from spyre_emu.cli import main
+from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import load, run
 from spyre_emu.validation.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
 from spyre_emu.validation.cases import run_cases
@@ -229,3 +230,11 @@ def test_cores_the_words_leave_out_are_the_names_for_every_sfu_kernel(tmp_path):
     assert cases["rowmax_2048x8192_4core"].program == pointwise_program("max", 2048, 8192, 4,
                                                                         "rowmax_2048x8192_4core")
     assert cases["stages_7_2"].program == softmax_tile_program(2, 2, "stages_7_2", 256, 512)
+
+
+def test_a_name_that_is_no_string_is_named_by_its_json_path(tmp_path):
+    data = calibration_folder(tmp_path, [ROW], [{"name": "kv", "device_us": 1.0}, {"name": 5, "device_us": 1.0}])
+    with pytest.raises(SpyreEmuError) as error:
+        load_cases(data)
+    assert (error.value.file, error.value.path, error.value.message) == (
+        str(data / SINGLE), "cases[1].name", "expected a string, got 5")

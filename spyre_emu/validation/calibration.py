@@ -239,10 +239,11 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     or where the shape cannot take it, the division that loads the least."""
     b, m, n, k = _shape(name, case, file, where)
     what = str(case.get("what", "")).lower()
-    split = case.get("split")
+    split, stated = case.get("split"), False
     if split is None:  # stated after "split" in `what` ("K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4")?
         words = re.split(r"\b(?:split|division)\b", what, maxsplit=1)
         split = (len(words) > 1 and _stated_split(words[1])) or None
+        stated = split is not None
     if split is None:
         count = stated_cores(what, CARD_CORES)
         if cores_problem(count):
@@ -250,6 +251,9 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         split = unpublished_split(b, m, n, k, count)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
         split = tuple(split.get(x, 1) for x in "bmnk")
+    elif stated:
+        raise SpyreEmuError("expected a division of positive integers after 'split' or 'division' (as in 'split m=8, "
+                            f"n=4'), got {split!r}", file, where + ".what")
     else:
         raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}} (a dim left out is not "
                             f"split), positive integers, got {split!r}", file, where + ".split")

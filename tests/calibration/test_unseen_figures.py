@@ -238,3 +238,12 @@ def test_a_name_that_is_no_string_is_named_by_its_json_path(tmp_path):
         load_cases(data)
     assert (error.value.file, error.value.path, error.value.message) == (
         str(data / SINGLE), "cases[1].name", "expected a string, got 5")
+
+
+def test_a_split_stated_in_words_that_cannot_be_is_named_where_it_is_stated(tmp_path):
+    """A division the words state with a cut of 0: the reason names ``what``, where it is (it named ``split``, a
+    field the entry does not have, and its JSON form)."""
+    case = _cases(tmp_path, [{"name": "kv", "what": "matmul [64,4096] x [4096,1024] with split m=0, n=4",
+                              "device_us": 5.0}])["kv"]
+    assert case.problem == "cases[kv].what: expected a division of positive integers after 'split' or 'division' " \
+                           "(as in 'split m=8, n=4'), got {'m': 0, 'n': 4}"

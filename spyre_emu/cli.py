@@ -30,7 +30,7 @@ from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
 from .validation.calibration import DEFAULT_DATA, SINGLE, SWEEP, load_cases
-from .validation.cases import plot_calibration, render_calibration, run_cases
+from .validation.cases import plot_calibration, render_calibration, run_cases, timed
 from .validation.host import host_cases, render_host
 from .validation.measurements import MEASUREMENTS, PROGRAMS, render_overall, validate
 from .validation.measurements import render as render_validation
@@ -288,7 +288,7 @@ def _validate(args: argparse.Namespace) -> int:
     text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")
     outputs = []
     if points or not_run:
-        plot = plot if points else None
+        plot = plot if timed(points) else None  # PT utilizations and ratios are no times to plot
         text += render_calibration(points, _shown(data), plot and os.path.relpath(plot, Path(args.out).parent),
                                    not_run)
         outputs += [(plot, plot_calibration(points, plot))] if plot else []

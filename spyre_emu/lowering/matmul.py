@@ -179,7 +179,7 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
             after = kept[1] if operand == plan.keep else n - 2 if n >= 2 else None
             _handshake(plan, n, after, f"{operand}{core.core}", loads, cohort, list(passes))
     readers = sources + [f"{plan.keep}{member}" for member in sharing[plan.keep == "B"]
-                         if kept[2] and f"{plan.keep}{member}" not in sources]
+                         if plan.keep and kept[2] and f"{plan.keep}{member}" not in sources]
     work: dict[str, list[Item]] = {}
     for unit, items in passes.items():
         work[unit] = [core.add(unit, dict(item)) for item in items]

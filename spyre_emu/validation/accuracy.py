@@ -50,7 +50,7 @@ class ShapeFit:
     spearman: float
     regret: float       # measured time of the simulator's first choice / measured best - 1
     best: Point         # the measured best division
-    chosen: Point       # the division the simulator ranks first
+    chosen: Point       # the division the simulator ranks first (of several tied first, the one measured slowest)
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,11 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 def shape_fit(shape: str, points: list[Point]) -> ShapeFit:
+    """The ranking of a shape's divisions. Where the simulator ties several first, its first choice is the one
+    measured slowest: it cannot tell them apart, and the regret does not hang on the order of the rows."""
     best = min(points, key=lambda p: p.measured)
-    chosen = min(points, key=lambda p: p.simulated)
+    first = min(p.simulated for p in points)
+    chosen = max((p for p in points if p.simulated == first), key=lambda p: p.measured)
     return ShapeFit(shape, len(points), spearman([p.measured for p in points], [p.simulated for p in points]),
                     chosen.measured / best.measured - 1, best, chosen)
 

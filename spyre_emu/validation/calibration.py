@@ -33,6 +33,7 @@ from .workloads import (
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "calibration"
 SWEEP, SINGLE = "matmul_split_sweep.csv", "measurements.json"
+SWEEP_COLUMNS = ("role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "device_us")
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
 SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
@@ -75,18 +76,26 @@ def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
     if not present:
         raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(folder))
     rows = _sweep_rows(folder / SWEEP) if folder / SWEEP in present else []
-    cases = [_sweep_case(row, f"{folder / SWEEP} row {i}") for i, row in enumerate(rows, 2)]
+    cases = [_sweep_case(row, f"{folder / SWEEP} row {line}") for line, row in rows]
+    file = str(folder / SINGLE)
     singles = _read(folder / SINGLE) if folder / SINGLE in present else {"cases": []}
     try:
-        entries = {c["name"]: c for c in singles["cases"]}
+        listed = [(c["name"], c) for c in singles["cases"]]
     except (KeyError, TypeError) as exc:
-        raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", str(folder / SINGLE)) from None
-    if not all(isinstance(name, str) for name in entries):
-        raise SpyreEmuError("expected every case's name to be a string", str(folder / SINGLE), "cases")
-    for name, case in entries.items():
-        if name in WHOLE_CALLS:
+        raise SpyreEmuError(f"expected {{'cases': [{{'name': ...}}, ...]}} ({exc})", file) from None
+    for i, (name, _) in enumerate(listed):
+        if not isinstance(name, str):
+            raise SpyreEmuError(f"expected a string, got {name!r}", file, f"cases[{i}].name")
+    entries: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for i, (name, case) in enumerate(listed):
+        if name in first:  # a second figure of one name is listed as not run, never dropped unseen
+            why = f"expected a name no other entry has; {name!r} is cases[{first[name]}]'s too"
+            cases.append(_unreadable(name, SpyreEmuError(why, file, f"cases[{i}].name")))
             continue
-        cases += _single_cases(name, case, str(folder / SINGLE))
+        entries[name], first[name] = case, i
+        if name not in WHOLE_CALLS:
+            cases += _single_cases(name, case, file)
     return cases, {**QUOTED, **{name: _as_range(entries[name]) for name in WHOLE_CALLS if name in entries}}
 
 
@@ -104,15 +113,19 @@ def _read(path: Path) -> Any:
         raise SpyreEmuError(f"calibration data: {exc.message}", str(path)) from None
 
 
-def _sweep_rows(path: Path) -> list[dict[str, str]]:
+def _sweep_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """The sweep's rows, each with its line in the file (the csv reader skips blank lines: the count does not)."""
     try:
         text = read_bytes(path).decode()
     except (OSError, SpyreEmuError, UnicodeDecodeError) as exc:
         raise SpyreEmuError(f"cannot read calibration data: {exc}", str(path)) from None
-    rows = list(csv.DictReader(text.splitlines()))
-    need = {"role", "phase", "B", "M", "N", "K", "split_b", "split_m", "split_n", "split_k", "device_us"}
-    if not rows or need - set(rows[0]):
-        raise SpyreEmuError(f"expected columns {', '.join(sorted(need))}", str(path))
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in SWEEP_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise SpyreEmuError(f"expected columns {', '.join(missing)} in the header", str(path))
+    rows = [(reader.line_num, row) for row in reader]
+    if not rows:
+        raise SpyreEmuError("expected a row under the header", str(path))
     return rows
 
 
@@ -226,10 +239,11 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
     or where the shape cannot take it, the division that loads the least."""
     b, m, n, k = _shape(name, case, file, where)
     what = str(case.get("what", "")).lower()
-    split = case.get("split")
+    split, stated = case.get("split"), False
     if split is None:  # stated after "split" in `what` ("K/V decode [64, 4096] × [4096, 1024] with split m=8, n=4")?
         words = re.split(r"\b(?:split|division)\b", what, maxsplit=1)
         split = (len(words) > 1 and _stated_split(words[1])) or None
+        stated = split is not None
     if split is None:
         count = stated_cores(what, CARD_CORES)
         if cores_problem(count):
@@ -237,6 +251,9 @@ def _matmul_case(name: str, case: dict[str, Any], file: str, where: str, shape: 
         split = unpublished_split(b, m, n, k, count)
     elif isinstance(split, dict) and split and set(split) <= set("bmnk") and all(map(_count, split.values())):
         split = tuple(split.get(x, 1) for x in "bmnk")
+    elif stated:
+        raise SpyreEmuError("expected a division of positive integers after 'split' or 'division' (as in 'split m=8, "
+                            f"n=4'), got {split!r}", file, where + ".what")
     else:
         raise SpyreEmuError(f"expected null or {{'b': ..., 'm': ..., 'n': ..., 'k': ...}} (a dim left out is not "
                             f"split), positive integers, got {split!r}", file, where + ".split")

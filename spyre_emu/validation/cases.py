@@ -24,6 +24,11 @@ from .measurements import MISS, signed_percent
 RATIO = "division ratio (single)"
 UNTIMED = ("PT utilization", RATIO)  # categories whose figures are not device times
 
+def timed(points: list[Point]) -> list[Point]:
+    """The points that are device times: what the timed mean and the plot are over."""
+    return [p for p in points if p.category not in UNTIMED]
+
+
 @dataclass(frozen=True)
 class NotRun:
     """A calibration case the simulator could not run, and the one-line reason (its file and row first)."""
@@ -89,7 +94,13 @@ def _case_figures(job: tuple[dict, int, Machine, str]) -> tuple[float, float] | 
 
 
 def _label(case: Case) -> str:
-    return "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")" if case.split and case.shape else case.name
+    """A case as the tables name it: a sweep row by its division, a single figure measured several ways
+    (``name.way``) by the way and its division (two compiler settings may share one), any other by its name."""
+    if not (case.split and case.shape):
+        return case.name
+    division = "(b, m, n, k) = (" + ", ".join(map(str, case.split)) + ")"
+    way = case.name.removeprefix(case.shape + ".") if case.category.endswith("(single)") else case.name
+    return division if way == case.name else f"{way}: {division}"
 
 
 def render_calibration(points: list[Point], folder: str, plot: str | None, not_run: list[NotRun] | None = None) -> str:
@@ -109,10 +120,9 @@ def render_calibration(points: list[Point], folder: str, plot: str | None, not_r
         lines.append(f"| {c.category} | {c.points} | {100 * c.mean_abs_error:.1f} % | "
                      + (f"{_rho(float(np.mean(rho)))}, {_rho(min(rho))}" if rho else "—") + " | "
                      + (f"{100 * np.mean(regret):.1f} %, {100 * max(regret):.1f} % |" if c.shapes else "— |"))
-    timed = [p for p in points if p.category not in UNTIMED]
-    mae = mean_abs_error(timed)
-    lines += ["", f"**Mean absolute error over all {len(timed)} timed cases: {100 * mae:.1f} %** "
-              f"(target ≤ {100 * MISS:.0f} %).", "",
+    times = timed(points)
+    lines += ["", f"**Mean absolute error over all {len(times)} timed cases: {100 * mean_abs_error(times):.1f} %** "
+              f"(target ≤ {100 * MISS:.0f} %)." if times else "No timed case ran.", "",
               "| shape | divisions | Spearman | measured best | simulator's first choice (measured) | regret |",
               "|---|---|---|---|---|---|"]
     for c in categories:
@@ -138,15 +148,16 @@ def _rho(value: float) -> str:
 
 
 def plot_calibration(points: list[Point], path: Path) -> bytes:
-    """Simulated against measured device time, log-log, one colour per category, as PNG bytes."""
+    """Simulated against measured device time, log-log, one colour per category, as PNG bytes (``timed`` points:
+    at least one)."""
     from matplotlib.figure import Figure  # noqa: PLC0415 -- matplotlib loads only when a plot is drawn
     fig = Figure(figsize=(6.4, 5.6))
     ax = fig.subplots()
-    timed = [p for p in points if p.category not in UNTIMED]
-    for category in dict.fromkeys(p.category for p in timed):
-        mine = [p for p in timed if p.category == category]
+    times = timed(points)
+    for category in dict.fromkeys(p.category for p in times):
+        mine = [p for p in times if p.category == category]
         ax.scatter([p.measured for p in mine], [p.simulated for p in mine], s=14, label=category)
-    low, high = min(min(p.measured, p.simulated) for p in timed), max(max(p.measured, p.simulated) for p in timed)
+    low, high = min(min(p.measured, p.simulated) for p in times), max(max(p.measured, p.simulated) for p in times)
     ax.plot([low, high], [low, high], color="grey", linewidth=0.8)
     ax.set(xscale="log", yscale="log", xlabel="measured on silicon (µs)", ylabel="simulated (µs)",
            title=f"spyre-emu against silicon ({path.name})")

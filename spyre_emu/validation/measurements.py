@@ -247,8 +247,9 @@ def render(rows: list[Row], implied: list[Row], config: str) -> str:
         why = m.why if abs(r.error) > MISS else "—"
         lines.append(f"| {m.workload} | {_figure(m.measured, m.unit)} | {_figure(r.simulated, m.unit)} | "
                      f"{signed_percent(r.error)} | {m.source} | {why} |")
-    lines += ["", f"**Mean absolute error: {100 * mean_abs_error(rows):.1f} %** over {len(rows)} measurements "
-              f"(target ≤ {100 * MISS:.0f} %)."]
+    mean = (f"**Mean absolute error: {100 * mean_abs_error(rows):.1f} %** over {len(rows)} measurements (target ≤ "
+            f"{100 * MISS:.0f} %).")
+    lines += ["", mean if rows else "No measurement of this table was run (`--only` chose none)."]
     categories = list(dict.fromkeys(r.measurement.category for r in rows))
     if len(categories) > 1:
         lines += ["", "| category | measurements | mean abs. error |", "|---|---|---|"]
@@ -271,5 +272,6 @@ def render_overall(sections: list[tuple[str, Sequence[Compared]]]) -> str:
     lines = ["", "## Every figure", "", "| section | figures | mean abs. error |", "|---|---|---|"]
     lines += [f"| {name} | {len(figures)} | {100 * mean_abs_error(figures):.1f} % |" for name, figures in shown]
     lines += ["", f"**Mean absolute error over all {len(everything)} counted figures: "
-              f"{100 * mean_abs_error(everything):.1f} %** (target ≤ {100 * MISS:.0f} %)."]
+              f"{100 * mean_abs_error(everything):.1f} %** (target ≤ {100 * MISS:.0f} %)." if everything else
+              "No figure was counted."]
     return "\n".join(lines) + "\n"

@@ -64,16 +64,17 @@ def cores_problem(count: int) -> str:
 def sfu_kernel(name: str, what: str) -> Stated | None:
     """A softmax chain in row tiles, a pointwise op or a row reduction over rows × columns split over cores (the
     card's 32 where none are stated), as ``what`` states it ("softmax 2048×512 in 8 LX tiles, chain of 7, 1 core",
-    "gelu of 2048×8192, 2 cores", "max along the row of 2048×8192, 4 cores") or, where ``what`` states none, as
-    the sweep names it ("stages_7_1", "gelu_2048x8192_2core", "rowmax_2048x8192_4core"); None for any other."""
+    "gelu of 2048×8192, 2 cores", "max along the row of 2048×8192, 4 cores") or, where ``what`` states none (or
+    states no cores), as the sweep names it ("stages_7_1", "gelu_2048x8192_2core", "rowmax_2048x8192_4core");
+    None for any other."""
     what = what.lower()
     stated = stated_cores(what)
     if STAGES.search(what) or STAGES_NAME.match(name):
         return _softmax_chain(name, what, stated)
-    found = REDUCE.search(what) or POINTWISE.search(what)
-    named = None if found else KERNEL_NAME.match(name)
-    if found:
-        reduction, op, rows, cols, count = found.re is REDUCE, found.group(1), *map(int, found.group(2, 3)), stated
+    found, named = REDUCE.search(what) or POINTWISE.search(what), KERNEL_NAME.match(name)
+    if found:  # the cores the words leave out are the name's, as for a softmax chain
+        count = stated if stated is not None or not named else int(named.group(5))
+        reduction, op, rows, cols = found.re is REDUCE, found.group(1), *map(int, found.group(2, 3))
     elif named:
         reduction, op, (rows, cols, count) = bool(named.group(1)), named.group(2), map(int, named.group(3, 4, 5))
     else:

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from spyre_emu.cli import main
 from spyre_emu.config import load_machine
 from spyre_emu.pipeline import load, parse, run
 from spyre_emu.validation.calibration import load_cases
@@ -156,5 +157,17 @@ def test_a_pt_utilization_alone_needs_work_on_the_pt(tmp_path):
         None, True)  # NaN: the new side's one figure is its PT utilization
     points, not_run = run_cases(load_machine(), [cases["pair.old"], cases["pair.new"]])
     assert not not_run
-    assert sorted((p.category, p.label) for p in points) == [("PT utilization", "pair.new"),
-                                                             ("matmul prefill (single)", "(b, m, n, k) = (1, 4, 1, 1)")]
+    assert sorted((p.category, p.label) for p in points) == [
+        ("PT utilization", "pair.new"), ("matmul prefill (single)", "old: (b, m, n, k) = (1, 4, 1, 1)")]
+
+
+def test_a_page_of_pt_utilizations_alone_is_written_without_a_plot(tmp_path, monkeypatch):
+    """Figures of PT utilization alone are no times to plot: validate writes its page and no plot (it was a
+    ValueError traceback, min() of no timed point)."""
+    monkeypatch.setenv("SPYRE_EMU_WORKERS", "1")
+    data = calibration_folder(tmp_path, [ROW], [{"name": "kv_util", "what": "matmul [64,128] x [128,256]",
+                                                 "pt_util_pct": 40.0}])
+    assert main(["validate", "--data", str(data), "--only", "kv_util", "--out", str(tmp_path / "v.md"),
+                 "--quiet"]) == 0
+    assert "| PT utilization: kv_util | 40.00 |" in (tmp_path / "v.md").read_text()
+    assert not (tmp_path / "v.png").exists()

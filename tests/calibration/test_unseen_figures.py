@@ -7,6 +7,7 @@ dropped unseen."""
 import pytest
 
 from spyre_emu.cli import main
+from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import load, run
 from spyre_emu.validation.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
 from spyre_emu.validation.cases import run_cases
@@ -193,4 +194,56 @@ def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path
     (ratio,) = [p for p in points if p.category == "division ratio (single)"]
     assert not not_run
     assert ratio.measured == 2.0
-    assert ratio.simulated == times["(b, m, n, k) = (1, 8, 4, 1)"] / times["(b, m, n, k) = (1, 1, 8, 1)"]
+    assert ratio.simulated == times["old: (b, m, n, k) = (1, 8, 4, 1)"] / times["new: (b, m, n, k) = (1, 1, 8, 1)"]
+
+
+def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):
+    """Two entries of one name: the first is a case, the second one that cannot run, naming its JSON path (it was
+    dropped unseen, with the first's figure replaced by its own)."""
+    kv = {"name": "kv", "what": "matmul [64, 4096] x [4096, 1024]", "device_us": 60.5, "split": {"m": 8, "n": 4}}
+    cases = load_cases(calibration_folder(tmp_path, [ROW], [kv, {**kv, "device_us": 99.0}]))[0][1:]
+    assert [(c.name, c.measured_us) for c in cases][:1] == [("kv", 60.5)]
+    assert len(cases) == 2
+    assert (cases[1].source, cases[1].problem) == (
+        str(tmp_path / SINGLE), "cases[1].name: expected a name no other entry has; 'kv' is cases[0]'s too")
+
+
+def test_two_settings_of_one_division_are_told_apart_in_the_tables(tmp_path, monkeypatch, spyre):
+    """An entry measured under two compiler settings with one split: its two rows carry the setting's name, not
+    the split alone (both read '(b, m, n, k) = (1, 4, 8, 1)', the best and the first choice alike)."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    cases = _cases(tmp_path, [{"name": "kv", "what": "matmul [64, 1024] x [1024, 512], decode",
+                               "device_us": {"relayout_off": 40.0, "lx_relayout_on": 30.0}}])
+    points, _ = run_cases(spyre, [cases["kv.relayout_off"], cases["kv.lx_relayout_on"]])
+    assert [p.label for p in points][:2] == ["relayout_off: (b, m, n, k) = (1, 4, 8, 1)",
+                                             "lx_relayout_on: (b, m, n, k) = (1, 4, 8, 1)"]
+
+
+def test_cores_the_words_leave_out_are_the_names_for_every_sfu_kernel(tmp_path):
+    """Where ``what`` states the kernel but not its cores, the sweep's name gives them, for a pointwise op or a row
+    reduction as for a softmax chain (those ran on the card's 32)."""
+    cases = _cases(tmp_path, [
+        {"name": "neg_8192x2048_2core", "what": "neg of 8192×2048", "device_us": 771.2},
+        {"name": "rowmax_2048x8192_4core", "what": "max along the row of 2048×8192", "device_us": 550.3},
+        {"name": "stages_7_2", "what": "softmax 2048×512 in 8 LX tiles, chain of 7", "device_us": 428.0}])
+    assert cases["neg_8192x2048_2core"].program == pointwise_program("neg", 8192, 2048, 2, "neg_8192x2048_2core")
+    assert cases["rowmax_2048x8192_4core"].program == pointwise_program("max", 2048, 8192, 4,
+                                                                        "rowmax_2048x8192_4core")
+    assert cases["stages_7_2"].program == softmax_tile_program(2, 2, "stages_7_2", 256, 512)
+
+
+def test_a_name_that_is_no_string_is_named_by_its_json_path(tmp_path):
+    data = calibration_folder(tmp_path, [ROW], [{"name": "kv", "device_us": 1.0}, {"name": 5, "device_us": 1.0}])
+    with pytest.raises(SpyreEmuError) as error:
+        load_cases(data)
+    assert (error.value.file, error.value.path, error.value.message) == (
+        str(data / SINGLE), "cases[1].name", "expected a string, got 5")
+
+
+def test_a_split_stated_in_words_that_cannot_be_is_named_where_it_is_stated(tmp_path):
+    """A division the words state with a cut of 0: the reason names ``what``, where it is (it named ``split``, a
+    field the entry does not have, and its JSON form)."""
+    case = _cases(tmp_path, [{"name": "kv", "what": "matmul [64,4096] x [4096,1024] with split m=0, n=4",
+                              "device_us": 5.0}])["kv"]
+    assert case.problem == "cases[kv].what: expected a division of positive integers after 'split' or 'division' " \
+                           "(as in 'split m=8, n=4'), got {'m': 0, 'n': 4}"

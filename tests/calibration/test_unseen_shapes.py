@@ -174,8 +174,8 @@ def test_an_undefined_rank_correlation_is_a_dash(recwarn):
     """Divisions the simulator (or the data) ties throughout have no Spearman: a dash, not nan and a numpy warning."""
     tied = [Point("bmm decode", "s", f"({i})", 10.0 + i, 5.0) for i in range(3)]
     text = render_calibration(tied, "data", None)
-    assert "| bmm decode | 3 | 54.3 % | — | 0.0 %, 0.0 % |" in text  # errors −50, −54.5, −58.3 %
-    assert "| s | 3 | — | (0): 10.0 µs | (0): 10.0 µs | 0.0 % |" in text
+    assert "| bmm decode | 3 | 54.3 % | — | 20.0 %, 20.0 % |" in text  # errors −50, −54.5, −58.3 %
+    assert "| s | 3 | — | (0): 10.0 µs | (2): 12.0 µs | 20.0 % |" in text  # tied first: the slowest measured
     assert not recwarn.list
 
 
@@ -214,3 +214,24 @@ def test_a_bug_on_one_case_is_reported_and_the_others_run(monkeypatch, spyre, tm
     assert [p.label for p in points] == ["(b, m, n, k) = (1, 1, 32, 1)"]
     assert [n.reason for n in not_run] == [f"{tmp_path / SWEEP} row 2: internal error, please report it: "
                                            "IndexError: a bug"]
+
+
+def test_a_rows_number_is_its_line_in_the_file(tmp_path):
+    """A blank line (skipped by the csv reader) does not shift the row a reason names: the bad cell is on line 4."""
+    data = calibration_folder(tmp_path, [UNSEEN[0], UNSEEN[1]])
+    lines = (data / SWEEP).read_text().splitlines()
+    (data / SWEEP).write_text("\n".join([lines[0], lines[1], "", lines[2].replace(",100.0", ",abc")]) + "\n")
+    bad = load_cases(data)[0][1]
+    assert (bad.source, bad.name) == (f"{data / SWEEP} row 4", "granite2b_qo_decode_row4")
+    assert bad.problem == "device_us: expected a positive number, got 'abc'"
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    ([c for c in COLUMNS if c not in ("M", "device_us")], "expected columns M, device_us in the header"),
+    (COLUMNS, "expected a row under the header"),
+])
+def test_a_sweep_without_a_column_or_a_row_says_which(tmp_path, header, message):
+    (tmp_path / SWEEP).write_text(",".join(header) + "\n")
+    with pytest.raises(SpyreEmuError) as error:
+        load_cases(tmp_path)
+    assert (error.value.file, error.value.message) == (str(tmp_path / SWEEP), message)

@@ -161,3 +161,27 @@ def test_an_output_that_is_no_file_name_is_one_line(tmp_path, capsys, monkeypatc
     assert main(argv) == 2
     assert capsys.readouterr().err == f"spyre-emu: error: {option}: expected a file name\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_regret_does_not_hang_on_the_order_of_divisions_the_simulator_ties():
+    """Two divisions simulated alike (the same program: two compiler settings of one split) and measured 30 and
+    40 µs: the simulator cannot tell them apart, so its first choice is either; regret takes the worse, 33.3 %,
+    in either order (it was 0 % or 33.3 % by the order of the rows)."""
+    tied = [Point("c", "s", "on", 30.0, 16.0), Point("c", "s", "off", 40.0, 16.0), Point("c", "s", "x", 35.0, 20.0)]
+    for points in (tied, tied[::-1]):
+        fit = shape_fit("s", points)
+        assert (fit.chosen.label, round(fit.regret, 12)) == ("off", round(40 / 30 - 1, 12))
+
+
+def test_no_figure_is_no_mean_not_a_perfect_one():
+    """`--only` naming calibration cases alone runs no measurement row, and a PT utilization alone is no timed
+    case: the page says so instead of a mean absolute error of 0.0 % over nothing."""
+    text = render([], [], "config `c`")
+    assert "0.0 %" not in text
+    assert "No measurement of this table was run (`--only` chose none)." in text
+    calibration = cases_module.render_calibration([Point("PT utilization", "", "qo", 50.0, 60.0)], "data", None)
+    assert "over all 0 timed cases" not in calibration
+    assert "No timed case ran." in calibration
+    overall = render_overall([("measurements above", []), ("calibration data", [])])
+    assert "0.0 %" not in overall
+    assert "No figure was counted." in overall

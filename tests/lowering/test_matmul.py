@@ -217,3 +217,16 @@ def test_split_k_adds_run_on_one_sfu(tmp_path, spyre, monkeypatch):
     monkeypatch.setattr(split_k, "_adder", halves)
     both = run(load(path, spyre), spyre, cache=False).log
     assert log.total_cycles - both.total_cycles == (4 + 32 * 16) - (4 + 16 * 16)
+
+
+@pytest.mark.parametrize("split", [(1, 4, 8, 1), (1, 1, 2, 16), (4, 4, 2, 1)])
+def test_passes_signal_done_only_to_an_operands_loads(spyre, split):
+    """A chunk's passes tell the loads of A or B (the token names the operand and its loading core) that the
+    chunk is read; with nothing kept in LX there is no kept operand to tell (a token of no operand was signalled
+    and awaited by nothing)."""
+    b = 32 if split[0] > 1 else 1
+    units = parse(matmul_program(b, 512, 128 if b > 1 else 4096, 512 if b > 1 else 4096, split), spyre, "t").units
+    done = {t.split(".")[2] for items in units.streams.values() for ins in items if ins.unit.startswith("pt")
+            for t in ins.signal if ".q" in t and "<c" in t}
+    assert done
+    assert {src[0] for src in done} <= {"A", "B"}, sorted(done)[:4]

@@ -30,7 +30,7 @@ from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
 from .validation.calibration import DEFAULT_DATA, SINGLE, SWEEP, load_cases
-from .validation.cases import plot_calibration, render_calibration, run_cases, timed
+from .validation.cases import counted, plot_calibration, render_calibration, run_cases, timed
 from .validation.host import host_cases, render_host
 from .validation.measurements import MEASUREMENTS, PROGRAMS, render_overall, validate
 from .validation.measurements import render as render_validation
@@ -293,7 +293,7 @@ def _validate(args: argparse.Namespace) -> int:
                                    not_run)
         outputs += [(plot, plot_calibration(points, plot))] if plot else []
     text += render_overall([("measurements above", rows), ("with the host (counted)", [w for w in whole if w.counted]),
-                            ("calibration data (times and PT utilization)", points)])
+                            ("calibration data (times and PT utilization)", counted(points))])
     write_all([(Path(args.out), text.encode()), *outputs])
     if not args.quiet:
         sys.stdout.write(text)

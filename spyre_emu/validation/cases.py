@@ -29,6 +29,12 @@ def timed(points: list[Point]) -> list[Point]:
     return [p for p in points if p.category not in UNTIMED]
 
 
+def counted(points: list[Point]) -> list[Point]:
+    """The points the page's closing summary counts: a ratio of two figures measured two ways is shown, not counted
+    again beside them (as the page's implied figures are not)."""
+    return [p for p in points if p.category != RATIO]
+
+
 @dataclass(frozen=True)
 class NotRun:
     """A calibration case the simulator could not run, and the one-line reason (its file and row first)."""

@@ -10,7 +10,7 @@ from spyre_emu.cli import main
 from spyre_emu.errors import SpyreEmuError
 from spyre_emu.pipeline import load, run
 from spyre_emu.validation.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
-from spyre_emu.validation.cases import run_cases
+from spyre_emu.validation.cases import counted, run_cases
 from spyre_emu.validation.measurements import _tiled
 from spyre_emu.validation.workloads import (
     matmul_program,
@@ -195,6 +195,7 @@ def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path
     assert not not_run
     assert ratio.measured == 2.0
     assert ratio.simulated == times["old: (b, m, n, k) = (1, 8, 4, 1)"] / times["new: (b, m, n, k) = (1, 1, 8, 1)"]
+    assert [p.category for p in counted(points)] == ["matmul decode (single)"] * 2  # the ratio is not counted again
 
 
 def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):

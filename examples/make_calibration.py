@@ -11,20 +11,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spyre_emu.validation.workloads import fp16_tensor, pointwise_program, softmax_tile_program
+from spyre_emu.validation.workloads import fp16_tensor, matmul_program, pointwise_program, softmax_tile_program
 
 OUT = Path(__file__).parent / "programs" / "calibration"
 
 
-def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str, uneven: bool = False) -> dict:
-    tensors = {"A": {"shape": [m, k], "dtype": "fp16", "role": "input", "init": "randn"},
-               "B": {"shape": [k, n], "dtype": "fp16", "role": "input", "init": "randn"},
-               "C": {"shape": [m, n], "dtype": "fp16", "role": "output"}}
-    kernel = {"name": "mm", "op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"],
-              "dims": {"mb": m, "in": k, "out": n}, "work_division": {"mb": split_m, "out": split_n},
-              **({"uneven": True} if uneven else {})}
-    return {"format": "spyre-emu.kernel-program", "version": 1, "note": note, "tensors": tensors,
-            "kernels": [kernel]}
+def matmul(m: int, k: int, n: int, split_m: int, split_n: int, note: str) -> dict:
+    """validate's matmul workload (an uneven division cut as SuperDSC cuts it), with random inputs to run."""
+    program = matmul_program(1, m, n, k, (1, split_m, split_n, 1))
+    tensors = {name: {**t, "init": "randn"} if t["role"] == "input" else t for name, t in program["tensors"].items()}
+    return {**program, "note": note, "tensors": tensors}
 
 
 def softmax_dim0(rows: int, cols: int, planned: bool = False) -> dict:
@@ -62,10 +58,9 @@ PROGRAMS = {
     "softmax_dim0_512x1024_lx_1core": softmax_dim0(512, 1024, planned=True),
     "decode_1x4096x25600_25cores": matmul(1, 4096, 25600, 1, 25, "torch-spyre issue 4032: 1.762 ms measured"),
     "decode_4x4096x25600_32cores": matmul(4, 4096, 25600, 1, 32, "torch-spyre issue 4032: 1.389 ms measured. "
-                                          "25600 columns are 400 sticks: 16 cores take 13, 16 take 12 (uneven)",
-                                          uneven=True),
+                                          "25600 columns are 400 sticks: 16 cores take 13, 16 take 12 (uneven)"),
     "decode_16x4096x25600_32cores": matmul(16, 4096, 25600, 1, 32, "torch-spyre issue 4032: 1.365 ms measured "
-                                           "(uneven column slices, as above)", uneven=True),
+                                           "(uneven column slices, as above)"),
     "prefill_512x4096x4096_split32x1": matmul(512, 4096, 4096, 32, 1, "torch-spyre issue 2407: (8,4,1) is 2.59x "
                                               "faster"),
     "prefill_512x4096x4096_split8x4": matmul(512, 4096, 4096, 8, 4, "torch-spyre issue 2407"),

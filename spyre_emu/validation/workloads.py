@@ -14,6 +14,8 @@ import math
 from typing import Any
 
 from ..kernel_program import FORMAT as KERNEL_FORMAT
+from ..kernel_program import default_layout
+from ..lowering.spans import MAX_SPAN_BYTES, box_span
 from ..unit_program.load import FORMAT as UNIT_FORMAT
 
 REDUCTIONS = ("sum", "max", "mean", "min")  # along the row (the stick): one value per row
@@ -62,6 +64,19 @@ def split_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str
     return ""
 
 
+def span_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
+    """Why the 256 MB rule refuses this division ("": it does not), from the largest slice's box of each operand in
+    its default layout (lowering/spans.py; a core's column slice of a weight spans every K row of it)."""
+    bs, ms, ns, ks = (-(-units // cut) for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
+    lead, first = ([b], [(0, bs)]) if b > 1 else ([], [])
+    rows, cols, depth = (0, ms), (0, min(n, 64 * ns)), (0, min(k, 64 * ks))
+    for name, shape, box in (("A", [m, k], [rows, depth]), ("B", [k, n], [depth, cols]), ("C", [m, n], [rows, cols])):
+        lo, hi = box_span(default_layout([*lead, *shape], "fp16"), [*first, *box])
+        if hi - lo > MAX_SPAN_BYTES:
+            return f"a core would span {hi - lo} B of {name}; at most {MAX_SPAN_BYTES} B"
+    return ""
+
+
 def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
     """``TUNED_SPLIT`` where every dim takes it evenly on 32 cores; else the (b, m, n) division of ``cores`` whose
     core reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would
@@ -73,7 +88,8 @@ def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[
         return TUNED_SPLIT
     splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
               if cores % (sb * sm) == 0]
-    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)]
+    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)
+                and not span_problem(b, m, n, k, s)]
     fits = [s for s in runnable if even(s)] or runnable
 
     def load(s: tuple[int, ...]) -> tuple[float, int, int]:
@@ -105,20 +121,21 @@ def fp16_tensor(shape: list[int], role: str, space: str = "dram") -> dict[str, A
 
 
 def pointwise_program(op: str, rows: int, cols: int, cores: int, note: str, arity: int = 1) -> dict[str, Any]:
-    """One pointwise or row-reduction kernel (torch-spyre's cost-model sweep), rows split over ``cores``; a row
-    reduction (``REDUCTIONS``) keeps one value per row."""
+    """One pointwise or row-reduction kernel (torch-spyre's cost-model sweep), rows split over ``cores`` (slices
+    that differ by one row where they do not divide); a row reduction (``REDUCTIONS``) keeps one value per row."""
     names = ["x", "w"][:arity]
     tensors = {n: {"shape": [rows, cols], "dtype": "fp16", "role": "input", "init": "randn"} for n in names}
     tensors["y"] = {"shape": [rows, 1] if op in REDUCTIONS else [rows, cols], "dtype": "fp16", "role": "output"}
     kernel = {"name": op, "op": op, "inputs": names, "outputs": ["y"], "dims": {"mb": rows, "out": cols},
-              "work_division": {"mb": cores}}
+              "work_division": {"mb": cores}, **({"uneven": True} if rows % cores else {})}
     return {"format": KERNEL_FORMAT, "version": 1, "note": note, "tensors": tensors, "kernels": [kernel]}
 
 
 def softmax_tile_program(extra: int, cores: int, note: str, rows: int = 256, cols: int = 512) -> dict[str, Any]:
     """One row tile of torch-spyre's softmax_stages sweep, as its softmax SDSCs run it
     (../shared/sdsc-examples/softmax): the input cloned to LX (identity), max along the row, sub into a second
-    LX tensor, ``extra`` sigmoid stages on it, exp back into the clone's space, sum, realdiv out to DRAM."""
+    LX tensor, ``extra`` sigmoid stages on it, exp back into the clone's space, sum, realdiv out to DRAM; rows split
+    over ``cores`` as in ``pointwise_program``."""
     t = fp16_tensor
     tensors = {"x": t([rows, cols], "input"), "c": t([rows, cols], "intermediate", "lx"),
                "d": t([rows, cols], "intermediate", "lx"), "m": t([rows, 1], "intermediate", "lx"),
@@ -126,8 +143,9 @@ def softmax_tile_program(extra: int, cores: int, note: str, rows: int = 256, col
     steps = [("identity", ["x"], "c"), ("max", ["c"], "m"), ("sub", ["c", "m"], "d")]
     steps += [("sigmoid", ["d"], "d")] * extra
     steps += [("exp", ["d"], "c"), ("sum", ["c"], "s"), ("realdiv", ["c", "s"], "y")]
+    uneven = {"uneven": True} if rows % cores else {}
     kernels = [{"name": f"k{i}_{op}", "op": op, "inputs": ins, "outputs": [out], "dims": {"mb": rows, "out": cols},
-                "work_division": {"mb": cores}} for i, (op, ins, out) in enumerate(steps)]
+                "work_division": {"mb": cores}, **uneven} for i, (op, ins, out) in enumerate(steps)]
     return {"format": KERNEL_FORMAT, "version": 1, "tensors": tensors, "kernels": kernels, "note": note}
 
 

@@ -51,12 +51,24 @@ def box_span(layout: TensorLayout, box: Box) -> Span:
     weights = [int(np.prod(sizes[j + 1:])) for j in range(len(sizes))]
     lo = hi = 0
     for d, (first, end) in enumerate(box):
-        host = np.arange(first, end, dtype=np.int64)
-        term = sum(((host // (strides[j] // hstride[d])) % sizes[j]) * weights[j]
-                   for j in range(len(owners)) if owners[j] == d)
-        if isinstance(term, np.ndarray):
+        mine = [j for j in range(len(owners)) if owners[j] == d]
+        if len(mine) == 1:  # one device dim: its least and greatest term without listing the range
+            (j,) = mine
+            least, most = _mod_range(first // (strides[j] // hstride[d]), (end - 1) // (strides[j] // hstride[d]),
+                                     sizes[j])
+            lo, hi = lo + least * weights[j], hi + most * weights[j]
+        elif mine:
+            host = np.arange(first, end, dtype=np.int64)
+            term = sum(((host // (strides[j] // hstride[d])) % sizes[j]) * weights[j] for j in mine)
             lo, hi = lo + int(term.min()), hi + int(term.max())
     return lo * STICK_BYTES, (hi + 1) * STICK_BYTES
+
+
+def _mod_range(first: int, last: int, size: int) -> tuple[int, int]:
+    """The least and greatest of x % size over the consecutive integers first..last."""
+    if last - first + 1 >= size or first % size > last % size:  # a whole period, or a wrap past size - 1 to 0
+        return 0, size - 1
+    return first % size, last % size
 
 
 def check_boxes(cores: list[tuple[int, list[tuple[str, TensorLayout, Box | None]]]], source: str, path: str) -> None:

@@ -80,21 +80,27 @@ def span_problem(b: int, m: int, n: int, k: int, split: tuple[int, ...]) -> str:
 def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[int, int, int, int]:
     """``TUNED_SPLIT`` where every dim takes it evenly on 32 cores; else the (b, m, n) division of ``cores`` whose
     core reads and writes the fewest elements (ties: more N slices, then more M slices), as a compiler would
-    pick: an even one where one fits, else one of unequal slices the card can run (SuperDSC's cut); a shape
-    no division of ``cores`` fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
+    pick: an even one where one fits, else one of unequal slices the card can run (SuperDSC's cut). K is split only
+    where no such division runs: too few rows and column sticks for the cores, or a core over the 256 MB rule
+    (``span_problem``), as torch-spyre's planner splits K for narrow matmuls; a shape no division of ``cores``
+    fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
     def even(split: tuple[int, ...]) -> bool:
         return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
-    if even(TUNED_SPLIT) and b == 1 and cores == 32:
+
+    def runs(split: tuple[int, ...]) -> bool:
+        return not split_problem(b, m, n, k, split) and (b > 1 or split[0] == 1) and not span_problem(b, m, n, k, split)
+    if even(TUNED_SPLIT) and b == 1 and cores == 32 and runs(TUNED_SPLIT):
         return TUNED_SPLIT
-    splits = [(sb, sm, cores // (sb * sm), 1) for sb in range(1, cores + 1) for sm in range(1, cores // sb + 1)
-              if cores % (sb * sm) == 0]
-    runnable = [s for s in splits if not split_problem(b, m, n, k, s) and (b > 1 or s[0] == 1)
-                and not span_problem(b, m, n, k, s)]
+    splits = [(sb, sm, sn, cores // (sb * sm * sn)) for sb in range(1, cores + 1) for sm in range(1, cores + 1)
+              for sn in range(1, cores + 1) if cores % (sb * sm * sn) == 0]
+    runnable = [s for s in splits if s[3] == 1 and runs(s)] or [s for s in splits if runs(s)]
     fits = [s for s in runnable if even(s)] or runnable
 
-    def load(s: tuple[int, ...]) -> tuple[float, int, int]:
-        batches, rows, cols = -(-b // s[0]), -(-m // s[1]), -(-slice_units(b, m, n, k)[2] // s[2]) * 64
-        return batches * (rows * k + k * cols + rows * cols), -s[2], -s[1]
+    def load(s: tuple[int, ...]) -> tuple[float, int, int, int]:
+        units = slice_units(b, m, n, k)
+        batches, rows = -(-b // s[0]), -(-m // s[1])
+        cols, depth = (-(-units[i] // s[i]) * 64 for i in (2, 3))
+        return batches * (rows * depth + depth * cols + rows * cols), s[3], -s[2], -s[1]
     return min(fits, key=load) if fits else TUNED_SPLIT
 
 

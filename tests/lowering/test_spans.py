@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spyre_emu.errors import ProgramError
-from spyre_emu.kernel_program import default_layout
+from spyre_emu.kernel_program import default_layout, device_bytes
 from spyre_emu.lowering import matmul, spans
 from spyre_emu.lowering.placement import grid_sticks, stick_of
 from spyre_emu.pipeline import parse, run
@@ -116,3 +116,11 @@ def test_grid_sticks_are_stick_of_over_the_grid_spelled_out(shape, order, dtype)
         host = np.array([idx for idx in itertools.product(*(axes[d] for d in perm))]).T
         spelled = stick_of(layout, host[np.argsort(perm)]).reshape([len(axes[d]) for d in perm])
         np.testing.assert_array_equal(grid_sticks(layout, axes, perm), spelled)
+
+
+def test_a_dim_of_one_device_dim_is_spanned_without_listing_its_indices():
+    """A billion rows (an 8 GB index list, had the span listed them): their sticks' least and greatest come from
+    the ends of the range, whole periods and wraps included."""
+    layout = default_layout((10**9, 128), "fp16")
+    assert spans.box_span(layout, [(0, 10**9), (0, 128)]) == (0, device_bytes(layout))
+    assert spans.box_span(layout, [(5, 6), (64, 128)]) == spans.box_span(layout, [(5, 6), (64, 65)])

@@ -80,8 +80,8 @@ def _place(program: KernelProgram, name: str, size: int, live: list[tuple[int, i
     where = "at its lx_offset" if pinned is not None else "below the live LX tensors"
     if base < MIN_CHUNK_STICKS or base + size > usable:
         raise LxOverflowError(f"LX overflow: tensor {name!r} needs {size * STICK_BYTES} B per core {where}, between "
-                           f"{MIN_CHUNK_STICKS * STICK_BYTES} B kept for the kernels' buffers and the "
-                           f"{usable * STICK_BYTES} B usable", program.source, path + ".outputs")
+                              f"{MIN_CHUNK_STICKS * STICK_BYTES} B kept for the kernels' buffers and the "
+                              f"{usable * STICK_BYTES} B usable", program.source, path + ".outputs")
     clash = [other for b, e, other in live if b < base + size and base < e]
     if clash:
         raise ProgramError(f"LX tensor {name!r} at its lx_offset overlaps {clash[0]!r}, which is still live",

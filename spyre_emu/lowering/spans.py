@@ -54,8 +54,8 @@ def box_span(layout: TensorLayout, box: Box) -> Span:
         mine = [j for j in range(len(owners)) if owners[j] == d]
         if len(mine) == 1:  # one device dim: its least and greatest term without listing the range
             (j,) = mine
-            least, most = _mod_range(first // (strides[j] // hstride[d]), (end - 1) // (strides[j] // hstride[d]),
-                                     sizes[j])
+            per = strides[j] // hstride[d]
+            least, most = _mod_range(first // per, (end - 1) // per, sizes[j])
             lo, hi = lo + least * weights[j], hi + most * weights[j]
         elif mine:
             host = np.arange(first, end, dtype=np.int64)

@@ -39,7 +39,7 @@ def step_size(kernel: Kernel, source: str, items: int, fits: int, most: int | No
     ``most``), or items / ``kernel.steps`` when the kernel asks for that many steps (a counted loop)."""
     if fits < 1:
         raise LxOverflowError("LX overflow: one step's buffers do not fit in the LX left to this kernel", source,
-                           kernel.path)
+                              kernel.path)
     if kernel.steps is None:
         return fits if most is None else min(fits, most)
     if kernel.steps > items:  # more steps than items would silently run fewer steps than asked
@@ -48,7 +48,7 @@ def step_size(kernel: Kernel, source: str, items: int, fits: int, most: int | No
     want = -(-items // kernel.steps)
     if want > fits:
         raise LxOverflowError(f"LX overflow: {kernel.steps} steps of {want} need more LX than the {fits} that fit "
-                           "per step; ask for more steps", source, kernel.path + ".steps")
+                              "per step; ask for more steps", source, kernel.path + ".steps")
     return want
 
 

@@ -84,8 +84,10 @@ def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[
     where no such division runs: too few rows and column sticks for the cores, or a core over the 256 MB rule
     (``span_problem``), as torch-spyre's planner splits K for narrow matmuls; a shape no division of ``cores``
     fits keeps ``TUNED_SPLIT``, whose problem validate reports."""
+    units = slice_units(b, m, n, k)
+
     def even(split: tuple[int, ...]) -> bool:
-        return not any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
+        return not any(size % cut for size, cut in zip(units, split, strict=True))
 
     def runs(split: tuple[int, ...]) -> bool:
         return not split_problem(b, m, n, k, split) and (b > 1 or split[0] == 1) and not span_problem(b, m, n, k, split)
@@ -97,7 +99,6 @@ def unpublished_split(b: int, m: int, n: int, k: int, cores: int = 32) -> tuple[
     fits = [s for s in runnable if even(s)] or runnable
 
     def load(s: tuple[int, ...]) -> tuple[float, int, int, int]:
-        units = slice_units(b, m, n, k)
         batches, rows = -(-b // s[0]), -(-m // s[1])
         cols, depth = (-(-units[i] // s[i]) * 64 for i in (2, 3))
         return batches * (rows * depth + depth * cols + rows * cols), s[3], -s[2], -s[1]

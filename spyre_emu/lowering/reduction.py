@@ -65,7 +65,9 @@ class Share:
         return len(self.x_ids) + 3 + self.group - 1
 
 
-def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper) -> None:
+def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper, stream: int) -> None:
+    """``stream``: sticks per group of positions whose arrival lets the SFUs fold them (what a DMA unit
+    keeps in flight), so a step's folds follow its loads instead of waiting for the last of them."""
     positions = len(share.x_ids)
     chunk = step(len(share.y_ids), (budget - CONSTANTS) // (2 * share.room))
     consts = core.dma("load", share.constants, [(0, CONSTANTS)], 0) if share.constants else []
@@ -75,7 +77,8 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper)
     for q, (piece, n) in enumerate(zip(pieces, sizes, strict=True)):
         region = [(CONSTANTS + ((q % 2) * share.room + i) * chunk) * STICK_BYTES for i in range(share.room)]
         loads = consts if q == 0 else []
-        srcs = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads)
+        srcs, ends = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads)
+        groups = _groups(ends, max(1, stream // n))
         acc, out = stick_addrs(region[positions], n), stick_addrs(region[positions + 1], n)
         if share.y_home and share.member == 0:
             out = share.y_home.addr(core.core, share.y_ids[done:done + n], *share.where)
@@ -84,7 +87,7 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper)
         for unit, (lo, hi) in halves(n).items():
             pad = stick_addrs(region[positions + 2] + lo * STICK_BYTES, hi - lo)
             dst = out if share.group == 1 and not share.along else acc
-            ops = _partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0])
+            ops = _partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0], groups, f"{core.tag}q{q}.", unit)
             if share.member == 0:
                 ops += _combine_ops(share, q, len(pieces), unit, acc[lo:hi], [r[lo:hi] for r in recv])
                 ops += _finish_ops(share, dst[lo:hi], out[lo:hi])
@@ -93,30 +96,43 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper)
             tail = [_send(core, share, q, sizes, region[positions], region[positions + 3 + share.member - 1])]
         else:
             tail = [] if share.y_home else core.dma("store", share.y, piece, region[positions + 1])
-        core.wire_chunk(q, loads, work, tail)
+        for g, (_, last_load) in enumerate(groups[1:], start=1):
+            loads[last_load].setdefault("signal", []).extend(f"{core.tag}q{q}.in{g}>{u}" for u in sorted(work))
+        core.wire_chunk(q, loads[:groups[0][1] + 1] if groups else loads, work, tail)
         done += n
 
 
-def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int, loads: list[Item]) -> list[np.ndarray]:
+def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int,
+            loads: list[Item]) -> tuple[list[np.ndarray], list[int]]:
     """Addresses of the chunk's input sticks: along the stick, one array per position over the
-    output sticks; across sticks, each output stick's positions side by side from ``x_lx``."""
+    output sticks; across sticks, each output stick's positions side by side from ``x_lx``. With
+    them, along the stick from DRAM, the index in ``loads`` of each position's last load."""
     positions, n = ids.shape
     if share.along:
         if share.x_home:
-            return [share.x_home.addr(core.core, ids[s], *share.where) for s in range(positions)]
+            return [share.x_home.addr(core.core, ids[s], *share.where) for s in range(positions)], []
+        ends = []
         for s in range(positions):
             loads += core.dma("load", share.x, as_runs(ids[s]), x_lx + s * n * STICK_BYTES)
-        return [stick_addrs(x_lx + s * n * STICK_BYTES, n) for s in range(positions)]
+            ends.append(len(loads) - 1)
+        return [stick_addrs(x_lx + s * n * STICK_BYTES, n) for s in range(positions)], ends
     if share.x_home:
-        return [share.x_home.addr(core.core, ids[:, j], *share.where) for j in range(n)]
+        return [share.x_home.addr(core.core, ids[:, j], *share.where) for j in range(n)], []
     for j in range(n):
         loads += core.dma("load", share.x, as_runs(ids[:, j]), x_lx + j * positions * STICK_BYTES)
-    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)]
+    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)], []
+
+
+def _groups(ends: list[int], per: int) -> list[tuple[int, int]]:
+    """Positions in groups of ``per``: each group's last position and the index of its last load."""
+    last = [min(g + per, len(ends)) - 1 for g in range(0, len(ends), per)]
+    return [(s, ends[s]) for s in last]
 
 
 def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np.ndarray, pad: np.ndarray,
-                 x_lx: int) -> list[Item]:
-    """Reduce this core's positions of output sticks [lo, hi) into ``dst``."""
+                 x_lx: int, groups: list[tuple[int, int]], tag: str, unit: str) -> list[Item]:
+    """Reduce this core's positions of output sticks [lo, hi) into ``dst``; with ``groups`` (positions
+    streamed from DRAM), the first fold that reads a later group waits for that group's loads."""
     dt, ops = share.dtype, []
     if not share.along:
         reduce = "reduce_max" if share.op in ("max", "min") else "reduce_sum"
@@ -131,10 +147,19 @@ def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np
                        | ({"dtype": dt} if dt != "fp16" else {}))
         return ops
     srcs = [s[lo:hi] for s in srcs]
+    last = len(srcs) - 1
+    mask = []
     if share.masked:  # the padding lanes of the last stick become the op's identity
-        ops += masked(srcs[-1], pad, MASK, FILL, dt)
-        srcs[-1] = pad
-    return ops + fold(STEP[share.op], srcs, dst, dt)
+        mask = masked(srcs[last], pad, MASK, FILL, dt)
+        srcs[last] = pad
+    if last == 0:
+        return mask + fold(STEP[share.op], srcs, dst, dt)
+    stages = [fold(STEP[share.op], srcs[:2], dst, dt)] + [sfu_ops(STEP[share.op], [dst, src], dst, dt)
+                                                           for src in srcs[2:]]
+    stages[-1] = mask + stages[-1]  # stage i reads position i + 1 (and 0); the mask just before the last
+    for g, (end, _) in enumerate(groups[:-1], start=1):  # group g begins at position end + 1
+        stages[end][0].setdefault("wait", []).append(f"{tag}in{g}>{unit}")
+    return [op for stage in stages for op in stage]
 
 
 def _combine_ops(share: Share, q: int, chunks_: int, unit: str, acc: np.ndarray,
@@ -208,7 +233,7 @@ def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
     per = -(-x.shape[dim] // step) // group
     host, valid = stick_hosts(y)
     owner = owner_of(y, host, division(kernel))
-    shares = {}
+    shares, stream = {}, target.machine.dma.max_inflight_bytes // STICK_BYTES
     for home in np.unique(owner[valid]):
         ids = np.flatnonzero(valid & (owner == home))
         for member in range(group):
@@ -224,7 +249,7 @@ def plan_reduction(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
                                                                                                  kernel) else None,
                           x.dtype, (src, where))
             shares[int(home) + member * weight] = partial(lower_reduction, share=share, budget=target.budget,
-                                                               step=target.stepper(kernel))
+                                                               step=target.stepper(kernel), stream=stream)
     return shares
 
 

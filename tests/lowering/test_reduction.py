@@ -132,3 +132,30 @@ def test_two_reduced_dims_are_refused(tmp_path, spyre):
     path.write_text(json.dumps(data))
     with pytest.raises(ProgramError, match=r"kernels\[0\].outputs: reductions lower over one dim"):
         load(path, spyre)
+
+
+@pytest.mark.parametrize(("shape", "slices"), [((64, 8192), (1, 1)), ((64, 4100), (2, 1))])
+def test_folds_follow_the_loads_of_their_positions(tmp_path, spyre, shape, slices):
+    """A row reduction from DRAM folds each group of positions (what a DMA unit keeps in flight) as soon
+    as it is in LX: the SFUs start before the last load ends, yet no SFU op reads a stick of LX before
+    the load that brings it there has ended; the values stay exact (a padded last stick included)."""
+    path, x = _program(tmp_path, "max", shape, slices)
+    result = run(load(path, spyre), spyre, functional=True)
+    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), x.astype(np.float32).max(-1, keepdims=True),
+                               rtol=1e-2)
+    log = result.log
+    for core in range(slices[0]):
+        mine = [(i, ins) for i, ins in enumerate(log.instructions) if ins.core == core]
+        arrived = {}  # LX stick address -> end of the load that wrote it
+        for i, ins in mine:
+            if ins.op == "load":
+                for addr in range(ins.args["lx"], ins.args["lx"] + ins.args["bytes"], 128):
+                    arrived[addr] = log.end[i]
+        folds = [(i, ins) for i, ins in mine if ins.unit.startswith("sfu")]
+        assert min(log.start[i] for i, _ in folds) < max(arrived.values())
+        for i, ins in folds:
+            for field in ("a", "b"):
+                if field in ins.args and not ins.args.get(f"{field}_broadcast"):
+                    first = ins.args[field]
+                    for addr in range(first, first + 128 * ins.args["sticks"], 128):
+                        assert arrived.get(addr, 0) <= log.start[i], (ins.args, addr)

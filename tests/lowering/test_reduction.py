@@ -134,17 +134,18 @@ def test_two_reduced_dims_are_refused(tmp_path, spyre):
         load(path, spyre)
 
 
-@pytest.mark.parametrize(("shape", "slices"), [((64, 8192), (1, 1)), ((64, 4100), (2, 1))])
+@pytest.mark.parametrize(("shape", "slices"), [((64, 8192), (1, 1)), ((64, 4100), (2, 1)), ((32, 16384), (1, 2))])
 def test_folds_follow_the_loads_of_their_positions(tmp_path, spyre, shape, slices):
     """A row reduction from DRAM folds each group of positions (what a DMA unit keeps in flight) as soon
     as it is in LX: the SFUs start before the last load ends, yet no SFU op reads a stick of LX before
-    the load that brings it there has ended; the values stay exact (a padded last stick included)."""
+    the load that brings it there has ended; the values stay exact (a padded last stick, and the reduced
+    dim split over two cores, included)."""
     path, x = _program(tmp_path, "max", shape, slices)
     result = run(load(path, spyre), spyre, functional=True)
     np.testing.assert_allclose(result.outputs["y"].astype(np.float32), x.astype(np.float32).max(-1, keepdims=True),
                                rtol=1e-2)
     log = result.log
-    for core in range(slices[0]):
+    for core in range(slices[0] * slices[1]):
         mine = [(i, ins) for i, ins in enumerate(log.instructions) if ins.core == core]
         arrived = {}  # LX stick address -> end of the load that wrote it
         for i, ins in mine:

@@ -37,7 +37,7 @@ LX_RESERVED_SHARE = 0.2
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
                                 "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
                                 "gather": plan_embedding, "patches": plan_patches}
-LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast"}  # the families that read and write LX-resident tensors
+LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast", "matmul"}  # families that read and write LX tensors
 
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:

@@ -167,3 +167,23 @@ def test_b_in_lx_or_split_k_or_a_slice_two_cores_need_is_refused(tmp_path, spyre
     path = _write(tmp_path, t2, [_copy("in", "X", "B", (k, n), (1,)), _mm("mm", "A", "B", "Y", dims, {})], {})
     with pytest.raises(ProgramError, match="matmul B 'B' in LX"):
         load(path, spyre)
+
+
+def test_a_multicast_waits_until_the_cores_it_feeds_are_done_with_the_kernel_before(tmp_path, spyre):
+    """A softmax whose result stays in LX stores nothing; the matmul after it multicasts B (V, one cohort per
+    batch) into 8 cores' LX. Each core's first load must wait for the softmax's last instruction on every
+    core it feeds, or its multicast overwrites LX a core's softmax still reads (session 45: a masked
+    attention of 8 × 8 scores gave wrong values). Rule: the first load starts no earlier than those ends."""
+    program, want = _attention(tmp_path, spyre, 4, 8, (4, 8))
+    result = run(program, spyre, functional=True, cache=False)
+    log = result.log
+    done: dict[int, int] = {}
+    for i, ins in enumerate(log.instructions):
+        if ins.kernel == "softmax":
+            done[ins.core] = max(done.get(ins.core, 0), int(log.end[i]))
+    multicast = [i for i, ins in enumerate(log.instructions) if ins.kernel == "pv" and ins.op == "load"
+                 and len(ins.args.get("to", ())) > 1]
+    assert multicast
+    for i in multicast:
+        assert log.start[i] >= max(done[c] for c in log.instructions[i].args["to"])
+    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), want, rtol=5e-3, atol=5e-3)

@@ -1,0 +1,55 @@
+"""Attention as one launch: Q·Kᵀ, scale, softmax and P·V split alike, the scores and probabilities in LX."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from spyre_emu.frontend import last_report  # noqa: E402
+
+from tests.frontend.conftest import assert_matches  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def _run(heads, length, options=None):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, heads, length, 64, generator=g).half() for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(_sdpa, backend="spyre_emu", dynamic=False, options=options or {})(q, k, v)
+        want = _sdpa(q.float(), k.float(), v.float())
+    return got, want, last_report().kernel_programs
+
+
+def test_sdpa_is_one_launch_with_its_scores_in_lx_and_gives_torchs_values():
+    got, want, programs = _run(4, 128)
+    assert len(programs) == 1
+    (program,) = programs
+    kernels = program["kernels"]
+    assert [k["op"] for k in kernels] == ["batchmatmul", "mul", "softmax", "batchmatmul"]
+    scores = [kernels[0]["outputs"][0], kernels[1]["outputs"][0], kernels[2]["outputs"][0]]
+    assert [program["tensors"][t].get("space") for t in scores] == ["lx"] * 3
+    assert kernels[3]["inputs"][0] == scores[-1]
+    cuts = {tuple(k["work_division"].get(d, 1) for d in (("x", "mb") if "x" in k["dims"] else ("d0", "mb")))
+            for k in kernels}
+    assert len(cuts) == 1  # heads × query rows, the same on every kernel
+    assert all(k["work_division"].get("out", 1) == 1 for k in kernels)
+    assert_matches(got, want)
+
+
+def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
+    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two of them (the mul's input and
+    output) do not fit in half the usable LX (6,348 sticks), so the chain is not aligned and its scores go
+    through DRAM; 2 heads (2,048 sticks per core) are aligned into one launch."""
+    _, _, programs = _run(4, 512, {"cores": 4, "functional": False})
+    assert len(programs) > 1
+    assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
+    got, want, programs = _run(2, 512, {"cores": 4})
+    assert len(programs) == 1
+    assert_matches(got, want)

@@ -28,11 +28,13 @@ from .work_division import matmul_lx_sticks, usable_lx_sticks
 LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
 
-def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine) -> None:
-    """Mark the device tensors that stay in LX (``space = "lx"``)."""
+def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine, dram: frozenset[str] = frozenset()) -> None:
+    """Mark the device tensors that stay in LX (``space = "lx"``); ``dram``: tensors kept in DRAM whatever
+    this rule says (a matmul's LX operand the lowering refused: compile.py)."""
     usable = usable_lx_sticks(machine)
     for seg in (s for s in steps if isinstance(s, Segment)):
-        _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels], _read_elsewhere(steps, seg))
+        _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels],
+                      _read_elsewhere(steps, seg) | dram)
 
 
 def _room(kernel: Node, usable: int) -> int:

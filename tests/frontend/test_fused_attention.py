@@ -9,6 +9,8 @@ F = torch.nn.functional
 
 from spyre_emu.frontend import last_report  # noqa: E402
 
+from spyre_emu.errors import ProgramError  # noqa: E402
+from spyre_emu.lowering import matmul  # noqa: E402
 from tests.frontend.conftest import assert_matches  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -52,4 +54,24 @@ def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
     assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
     got, want, programs = _run(2, 512, {"cores": 4})
     assert len(programs) == 1
+    assert_matches(got, want)
+
+
+def test_a_matmul_the_lowering_refuses_with_lx_operands_keeps_them_in_dram(monkeypatch):
+    """Should the lowering refuse a matmul's LX A or C (in_place.py: a layout whose strides a PT pass cannot
+    follow), the front end keeps those tensors in DRAM and runs the passes again: no CPU fallback."""
+    real = matmul.in_place
+
+    def refuse(piece, names, layouts, residents, source, path):
+        if any(n in residents for n in names):
+            raise ProgramError("refused for the test", source, path)
+        return real(piece, names, layouts, residents, source, path)
+
+    monkeypatch.setattr(matmul, "in_place", refuse)
+    got, want, programs = _run(4, 128, {"cache": False})
+    assert last_report().fallbacks == []
+    for program in programs:
+        for k in program["kernels"]:
+            if k["op"] == "batchmatmul":
+                assert all(program["tensors"][t].get("space", "dram") == "dram" for t in (*k["inputs"], *k["outputs"]))
     assert_matches(got, want)

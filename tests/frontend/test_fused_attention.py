@@ -75,3 +75,17 @@ def test_a_matmul_the_lowering_refuses_with_lx_operands_keeps_them_in_dram(monke
             if k["op"] == "batchmatmul":
                 assert all(program["tensors"][t].get("space", "dram") == "dram" for t in (*k["inputs"], *k["outputs"]))
     assert_matches(got, want)
+
+
+def test_a_decode_chain_with_fewer_query_rows_than_a_pt_pass_keeps_its_own_splits():
+    """4 query rows against 256 keys: no split gives a core a PT pass of rows (8), so Q·Kᵀ keeps its own split
+    (its columns split over the cores), as before the alignment."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(1, 4, 4, 64, generator=g).half()
+    k, v = (torch.randn(1, 4, 256, 64, generator=g).half() for _ in range(2))
+    with torch.no_grad():
+        got = torch.compile(_sdpa, backend="spyre_emu", dynamic=False)(q, k, v)
+    first = last_report().kernel_programs[0]["kernels"][0]
+    assert first["op"] == "batchmatmul"
+    assert first["work_division"].get("out", 1) > 1
+    assert_matches(got, _sdpa(q.float(), k.float(), v.float()))

@@ -19,6 +19,7 @@ from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
 from spyre_emu.unit_program.model import matmul_passes
 from tests.conftest import card_fp16
+from tests.reference.test_differential import assert_agree
 
 
 def _t(shape, role, space="dram"):
@@ -187,3 +188,9 @@ def test_a_multicast_waits_until_the_cores_it_feeds_are_done_with_the_kernel_bef
     for i in multicast:
         assert log.start[i] >= max(done[c] for c in log.instructions[i].args["to"])
     np.testing.assert_allclose(result.outputs["y"].astype(np.float32), want, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize(("x", "length", "division"), [(2, 64, (2, 4)), (4, 8, (4, 8))])
+def test_the_reference_simulator_times_attention_in_lx_as_the_engine_does(tmp_path, spyre, x, length, division):
+    program, _ = _attention(tmp_path, spyre, x, length, division)
+    assert_agree(program.units, spyre)

@@ -7,10 +7,9 @@ families the lowering streams through LX (pointwise, reductions, row-wise), and 
 write it as C or read it as A with K unsplit, their batches and rows split as the others split
 the tensor's (an A's columns, K, whole on a core, so the matmul's columns are unsplit too; never
 B, never a restickify; work_division.py aligns attention's chains so). Candidates are taken in
-program order while, at every kernel, the residents live
-at the same time leave the kernel its own room: half the usable LX per core for its
-double-buffered chunks, or what a matmul needs for its C tile and two K chunks. The rest stays
-in DRAM.
+program order while, at every kernel, the residents live at the same time leave the kernel its
+own room: half the usable LX per core for its double-buffered chunks, or what a matmul needs for
+its C tile and two K chunks. The rest stays in DRAM.
 """
 
 from __future__ import annotations

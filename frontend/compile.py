@@ -9,7 +9,7 @@
    ``split_launches`` (program.py): segments cut where no LX-resident value crosses
    ``emit_programs`` (program.py): each launch's kernel program
 7. lowering: a kernel the simulator's lowering refuses becomes a CPU fallback (a refused
-   restickify: a host round trip), and 3-7 run again
+   restickify: a host round trip; a refused matmul with LX operands: those in DRAM), and 3-7 run again
 """
 
 from __future__ import annotations
@@ -66,13 +66,14 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
     cores = options.cores or machine.cores.count
     lowered: dict[str, tuple[dict, Program]] = {}  # kernel program JSON -> it and its lowering, across retries
     host_views: set[Value] = set()    # views whose restickify the lowering refused
+    dram: set[str] = set()            # tensors a refused matmul held in LX: in DRAM from then on
     while True:
         graph.nodes = list(nodes)
         _mark_constants(graph)
         assign_layouts(graph, host_views)
         divide_work(graph, machine, cores)
         steps = split_steps(graph)
-        plan_scratchpad(graph, steps, machine)
+        plan_scratchpad(graph, steps, machine, frozenset(dram))
         steps = split_launches(graph, steps)
         emit_programs(graph, steps)
         programs = [_lower(step, machine, lowered, options.cache) if isinstance(step, Segment) else None
@@ -81,7 +82,10 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
         if refused is None:
             break
         node, message = refused
-        if "view" in node.attrs:  # a restickify: the view goes through the host
+        held = [n for n in node.tensors if graph.tensors[n].space == "lx"]
+        if node.op == "batchmatmul" and held:  # its LX operands go to DRAM, the matmul stays on the card
+            dram.update(held)
+        elif "view" in node.attrs:  # a restickify: the view goes through the host
             host_views.add(node.attrs["view"])
         elif node.unfused:  # run the chain it was fused from instead
             at = nodes.index(node)

@@ -3,11 +3,13 @@
 A tensor can live in LX only while one kernel program runs, and only where every kernel that
 touches it gives each core the same slice of it (then each core finds its own sticks in its
 own LX): here, kernels whose iteration space is the tensor's shape, split the same way, in the
-families the lowering streams through LX (pointwise, reductions, row-wise; no matmul or
-restickify). Candidates are taken in program order while, at every kernel, the residents live
-at the same time leave the kernel its own room: half the usable LX per core for its
-double-buffered chunks, or what a matmul needs for its C tile and two K chunks. The rest stays
-in DRAM.
+families the lowering streams through LX (pointwise, reductions, row-wise), and matmuls that
+write it as C or read it as A with K unsplit, their batches and rows split as the others split
+the tensor's (an A's columns, K, whole on a core, so the matmul's columns are unsplit too; never
+B, never a restickify; work_division.py aligns attention's chains so). Candidates are taken in
+program order while, at every kernel, the residents live at the same time leave the kernel its
+own room: half the usable LX per core for its double-buffered chunks, or what a matmul needs for
+its C tile and two K chunks. The rest stays in DRAM.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from .work_division import matmul_lx_sticks, usable_lx_sticks
 LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
 
-def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine) -> None:
-    """Mark the device tensors that stay in LX (``space = "lx"``)."""
+def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine, dram: frozenset[str] = frozenset()) -> None:
+    """Mark the device tensors that stay in LX (``space = "lx"``); ``dram``: tensors kept in DRAM whatever
+    this rule says (a matmul's LX operand the lowering refused: compile.py)."""
     usable = usable_lx_sticks(machine)
     for seg in (s for s in steps if isinstance(s, Segment)):
-        _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels], _read_elsewhere(steps, seg))
+        _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels],
+                      _read_elsewhere(steps, seg) | dram)
 
 
 def _room(kernel: Node, usable: int) -> int:
@@ -76,9 +80,23 @@ def _plan_segment(graph: Graph, seg: Segment, budgets: list[int], elsewhere: set
 
 
 def _same_slices(t: DeviceTensor, kernels: list[Node]) -> bool:
-    first = kernels[0]
-    return all(OPS[k.op].family in LX_FAMILIES and list(k.dims.values()) == list(t.dshape)
-               and k.slices == first.slices for k in kernels)
+    cuts = [_cuts(t, k) for k in kernels]
+    return cuts[0] is not None and all(c == cuts[0] for c in cuts)
+
+
+def _cuts(t: DeviceTensor, kernel: Node) -> tuple[int, ...] | None:
+    """How ``kernel`` cuts ``t`` over the cores (slices per dim of ``t``, in the order cores take them), or
+    None where the lowering cannot keep ``t`` in LX for it."""
+    if OPS[kernel.op].family in LX_FAMILIES:
+        return tuple(kernel.slices.values()) if list(kernel.dims.values()) == list(t.dshape) else None
+    if kernel.op != "batchmatmul" or kernel.slices["in"] > 1:
+        return None
+    lead = (kernel.slices["x"],) if "x" in kernel.slices else ()
+    if t.name == kernel.tensors[-1] and t.name not in kernel.tensors[:-1]:  # C: [x,] mb, out
+        return (*lead, kernel.slices["mb"], kernel.slices["out"])
+    if t.name == kernel.tensors[0] != kernel.tensors[1] and kernel.slices["out"] == 1:  # A: [x,] mb, K whole
+        return (*lead, kernel.slices["mb"], 1)
+    return None
 
 
 def _sticks_per_core(t: DeviceTensor, kernel: Node) -> int:

@@ -17,7 +17,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
-from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_passes
+from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_c_sticks, matmul_passes
 from ..unit_program.opcodes import SFU_OPERANDS, SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
@@ -152,7 +152,8 @@ def _matmul(machine: Machine, lx: np.ndarray, a: dict) -> None:
         rhs = to_f32(lx[a["b"]:a["b"] + k * cols * db].copy(), dtype).reshape(k, cols)  # B packed, k-major
     width = -(-cols * 2 // STICK_BYTES) * STICK_BYTES // 2  # each C row is whole fp16 sticks; padding lanes get 0
     out = lhs.astype(np.float32) @ np.pad(rhs.astype(np.float32), ((0, 0), (0, width - cols)))
-    c = slice(a["c"], a["c"] + rows * width * 2)
+    c_stride = matmul_c_sticks(a, cols)[1]
+    c = (a["c"] + np.arange(rows)[:, None] * c_stride * STICK_BYTES + np.arange(width * 2)[None, :]).reshape(-1)
     if a.get("accumulate"):
         out += to_f32(lx[c].copy(), "fp16").reshape(rows, width)
     lx[c] = from_f32(out.reshape(-1), "fp16")

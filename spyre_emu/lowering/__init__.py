@@ -4,7 +4,9 @@ Kernels run in program order. On each core, a kernel's first instruction on ever
 for the previous kernel's last instruction on every other unit of that core (LX is reused, and
 LX-resident tensors pass from kernel to kernel on one core). Across cores, a kernel's first
 load on each core waits for the latest store of every core (DRAM tensors pass between cores;
-a core's stores complete in order, so its latest covers all its earlier ones).
+a core's stores complete in order, so its latest covers all its earlier ones), and, when its loads
+multicast into other cores' LX, for the last instruction on every unit of each such core (a kernel
+that stores nothing, its output in LX, would otherwise have its LX overwritten while it runs).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ LX_RESERVED_SHARE = 0.2
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
                                 "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
                                 "gather": plan_embedding, "patches": plan_patches}
-LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast"}  # the families that read and write LX-resident tensors
+LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast", "matmul"}  # families that read and write LX tensors
 
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
@@ -137,6 +139,10 @@ def _barrier(name: str, added: dict[int, dict[str, list[Item]]], last: dict[int,
         if "load" in units:
             for p, store in stored.items():
                 _link(store, units["load"][0], f"{name}.from{p}.to{c}")
+            fed = sorted({d for item in units["load"] for d in item.get("to", ()) if d != c})
+            for d in fed:  # a multicast writes other cores' LX: not before their last kernel is done with it
+                for unit, prev in last.get(d, {}).items():
+                    _link(prev, units["load"][0], f"{name}.c{d}.{unit}>mc{c}")
     for c, units in added.items():
         last.setdefault(c, {}).update({unit: items[-1] for unit, items in units.items()})
         if "store" in units:

@@ -93,6 +93,11 @@ def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarra
     """The sticks of output ``name`` each core of kernel ``index`` writes, in its order."""
     kernel, layout = program.kernels[index], program.tensors[name].layout
     slices = list(kernel.slices.values())
+    if kernel.op == "batchmatmul":  # C's dims are [x,] mb, out; a K split leaves no core the whole of its sticks
+        if kernel.slices.get("in", 1) > 1:
+            raise ProgramError(f"matmul C {name!r} in LX: K is split over cores (a split-K C is not kept in LX)",
+                               program.source, kernel.path + ".work_division.in")
+        slices = [kernel.slices[d] for d in kernel.dims if d != "in"]
     if len(slices) != len(layout.shape) or any(n > 1 and m == 1 for n, m in zip(slices, layout.shape, strict=True)):
         raise ProgramError(f"an LX output must be divided over its own dims; kernel {kernel.name!r} has dims "
                            f"{list(kernel.dims)} for {name!r} of shape {list(layout.shape)}", program.source,

@@ -35,6 +35,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
+from .in_place import DRAM, InPlace, in_place
 from .placement import (
     Runs,
     check_division,
@@ -103,11 +104,13 @@ class Operands:
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
-                 layouts: tuple[TensorLayout, TensorLayout, TensorLayout], memo: dict) -> None:
+                 layouts: tuple[TensorLayout, TensorLayout, TensorLayout], memo: dict,
+                 place: InPlace = DRAM) -> None:
     """Append one core's share: per batch, its tiles in order, each stored (or reduced) after its
     last chunk; a tile's first passes wait until the previous tile's C has left LX. ``memo``: the
     kernel's operand runs so far (every tile of a core reads the same A chunks, every core of a B
-    cohort the same B chunks, and ``_sharing`` all of them once more)."""
+    cohort the same B chunks, and ``_sharing`` all of them once more). ``place``: A and C kept in LX in
+    their tensors' own places (``in_place.py``): no A loads, no stores, each tile's C in a place of its own."""
     n, freed, before, kept_done = 0, [], 0, None
     (m0, rows), (g0, groups) = piece.m, piece.g
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
@@ -125,7 +128,8 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
             ks = (s0, min(plan.chunk, piece.k[0] + piece.k[1] - s0))
             last_chunk = s0 + plan.chunk >= piece.k[0] + piece.k[1]
             kept = (fresh, kept_done if s0 == piece.k[0] else None, closing and last_chunk)
-            passes = _chunk(core, ops, tile, plan, n, ks, sharing, kept)
+            at = place.tile(piece, tile, piece.batches.index(xs[0]), ks[0])
+            passes = _chunk(core, ops, tile, plan, n, ks, sharing, kept, (place, *at))
             for i, item in enumerate(freed):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
@@ -133,7 +137,9 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
         kept_done = n - 1 if closing else kept_done
         runs = ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m)
         last = [work[-1] for work in passes.values()]
-        if plan.split is None:
+        if place.c is not None:
+            freed = []  # C is written where it stays: the next tile writes elsewhere
+        elif plan.split is None:
             stores = core.dma("store", names[2], runs, plan.c_lx)
             for i, item in enumerate(last):
                 _link(item, stores[0], f"{core.tag}t{t}.done{i}")
@@ -154,21 +160,22 @@ def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> t
 
 
 def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int],
-           sharing: tuple[tuple[int, ...], tuple[int, ...]], kept: tuple[bool, int | None, bool]
-           ) -> dict[str, list[Item]]:
+           sharing: tuple[tuple[int, ...], tuple[int, ...]], kept: tuple[bool, int | None, bool],
+           at: tuple[InPlace, np.ndarray | None, np.ndarray | None]) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
     ``sharing``: the members of the A and B cohorts that load a share of each chunk. ``kept``, for the
     operand the plan keeps in LX: whether this chunk loads it, the chunk whose passes its loads wait for
-    (the last that read the previous one there), and whether this chunk's passes are its last readers."""
+    (the last that read the previous one there), and whether this chunk's passes are its last readers.
+    ``at``: the operands in LX in their own places, and the tile's A and C addresses there."""
     rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
     a_lx, b_lx = plan.buffers(n, ks[0] - piece.k[0])
-    passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx), ks, ks[0] > piece.k[0])
+    passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx), ks, ks[0] > piece.k[0], at)
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
     for operand, name, (key, tile), cohort, loading in (
             ("A", ops.names[0], a_tile, piece.a_cohort, sharing[0]),
             ("B", ops.names[1], b_tile, piece.b_cohort, sharing[1])):
-        if operand == plan.keep and not kept[0]:
+        if operand == plan.keep and not kept[0] or operand == "A" and at[1] is not None:
             continue
         sources += [f"{operand}{member}" for member in loading]
         if core.core in loading:
@@ -179,7 +186,8 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
             after = kept[1] if operand == plan.keep else n - 2 if n >= 2 else None
             _handshake(plan, n, after, f"{operand}{core.core}", loads, cohort, list(passes))
     readers = sources + [f"{plan.keep}{member}" for member in sharing[plan.keep == "B"]
-                         if plan.keep and kept[2] and f"{plan.keep}{member}" not in sources]
+                         if plan.keep and kept[2] and f"{plan.keep}{member}" not in sources
+                         and not (plan.keep == "A" and at[1] is not None)]
     work: dict[str, list[Item]] = {}
     for unit, items in passes.items():
         work[unit] = [core.add(unit, dict(item)) for item in items]
@@ -189,21 +197,29 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
 
 
 def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, int], ks: tuple[int, int],
-            accumulate: bool) -> dict[str, list[Item]]:
+            accumulate: bool, at: tuple[InPlace, np.ndarray | None, np.ndarray | None]) -> dict[str, list[Item]]:
     """Per PT unit, the matmul instructions of a chunk of a (batches, column groups, rows) ``tile`` with A and
     B at ``lx``: the same for every chunk of that shape, K length and buffer set, so made once per kernel
-    in ``memo`` (shared: callers copy them)."""
+    in ``memo`` (shared: callers copy them). ``at``: A's and C's own LX places when they are LX tensors
+    (``in_place.py``; then per tile, not memoized)."""
+    place, a_at, c_at = at
     key = ("passes", tile, lx, plan.k_rows(ks), accumulate)
-    if key not in memo:
+    if key not in memo or a_at is not None or c_at is not None:
         (nb, groups, rows), (a_lx, b_lx), c_lx = tile, lx, plan.c_lx
-        fixed = {"op": "matmul", "a_k_stride": plan.a_step, "a_row_stride": nb,
-                 **({"b_k_stride": nb} if nb > 1 else {}), "k": plan.k_rows(ks), "accumulate": accumulate}
+        a_strides = (plan.a_step, nb) if a_at is None else place.a_strides
+        fixed = {"op": "matmul", "a_k_stride": a_strides[0], "a_row_stride": a_strides[1],
+                 **({"b_k_stride": nb} if nb > 1 else {}), **({"c_row_stride": place.c_stride} if c_at is not None
+                                                              else {}), "k": plan.k_rows(ks), "accumulate": accumulate}
         b_step, per_pass = plan.b_step, plan.rows_per_pass
         by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)])
-        memo[key] = {unit: repeats(fixed, [
-            (a_lx + (r * nb + j) * STICK_BYTES, b_lx + (g * b_step + j) * STICK_BYTES,
-             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES, min(per_pass, rows - r))
-            for j, g, r in mine]) for unit, mine in by_unit.items()}
+        made = {unit: repeats(fixed, [
+            (a_lx + (r * nb + j) * STICK_BYTES if a_at is None else int(a_at[j, r]),
+             b_lx + (g * b_step + j) * STICK_BYTES,
+             c_lx + ((j * groups + g) * rows + r) * STICK_BYTES if c_at is None else int(c_at[j, g, r]),
+             min(per_pass, rows - r)) for j, g, r in mine]) for unit, mine in by_unit.items()}
+        if a_at is not None or c_at is not None:
+            return made
+        memo[key] = made
     return memo[key]
 
 
@@ -343,11 +359,16 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
-    check_boxes([(p.core, list(zip(names, (a, b, c), addressed(p, (n, k), split), strict=True))) for p in shared],
-                src, where + ".work_division")
+    lx = {name: target.residents[name] for name in names if name in target.residents}
+    if names[1] in lx or lx and split > 1:
+        what = f"B {names[1]!r}" if names[1] in lx else f"{' and '.join(map(repr, lx))} with K split over cores"
+        raise ProgramError(f"matmul {what} in LX: a matmul keeps only A and C in LX, with K unsplit", src, where)
+    places = {p.core: in_place(p, names, (a, b, c), lx, src, where) for p in shared}
+    dram = [(p.core, list(zip(names, (a, b, c), addressed(p, (n, k), split), strict=True))) for p in shared]
+    check_boxes([(core, [t for t in boxes if t[0] not in lx]) for core, boxes in dram], src, where + ".work_division")
     memo: dict = {}
-    return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c), memo=memo)
-            for p in shared}
+    return {p.core: partial(lower_matmul, piece=p, plan=plan, names=names, layouts=(a, b, c), memo=memo,
+                            place=places[p.core]) for p in shared}
 
 
 def _pieces(kernel: Kernel, bounds: dict[str, np.ndarray], batched: bool) -> list[Piece]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
-from .model import STEPS, Instruction, matmul_a_sticks, matmul_repeat
+from .model import STEPS, Instruction, matmul_a_sticks, matmul_c_sticks, matmul_repeat
 from .opcodes import CAST_SHAPES, SFU_OPERANDS, SFU_OPS
 
 MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
@@ -27,9 +27,11 @@ def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]
         a_span = ((per_row - 1) * k_stride + (a["rows"] - 1) * row_stride + 1) * STICK_BYTES
         b_span = ((a["k"] - 1) * a["b_k_stride"] + 1) * STICK_BYTES if "b_k_stride" in a \
             else _sticks(a["k"] * cols * db) * STICK_BYTES
+        c_row, c_stride = matmul_c_sticks(a, cols)
+        c_span = ((a["rows"] - 1) * c_stride + c_row) * STICK_BYTES
         more = matmul_repeat(a) - 1  # the later passes of a repeat, each moved on by its steps
         return [("a", a["a"], a_span + more * a.get("a_step", 0)), ("b", a["b"], b_span + more * a.get("b_step", 0)),
-                ("c", a["c"], a["rows"] * _sticks(cols * 2) * STICK_BYTES + more * a.get("c_step", 0))]
+                ("c", a["c"], c_span + more * a.get("c_step", 0))]
     if ins.op in SFU_OPS:
         n = a["sticks"]
         out_sticks = 1 if SFU_OPS[ins.op].shape == "sticks" else n
@@ -62,6 +64,10 @@ def check_instruction(ins: Instruction, machine: Machine, source: str) -> None:
     if ins.op == "matmul" and "b_k_stride" in a and row_bytes != STICK_BYTES:
         raise ProgramError("b_k_stride needs B rows of one stick each (cols x dtype = 128 B)", source,
                            ins.path + ".b_k_stride")
+    if ins.op == "matmul" and "c_row_stride" in a and a["c_row_stride"] < matmul_c_sticks(
+            {}, a.get("cols", machine.pt.cols_per_pass))[0]:
+        raise ProgramError("c_row_stride is less than a C row's sticks: C rows would overlap", source,
+                           ins.path + ".c_row_stride")
     for step in STEPS if ins.op == "matmul" else ():
         if a.get(step, 0) % STICK_BYTES:
             raise ProgramError(f"{a[step]} is not a whole number of {STICK_BYTES} B sticks", source,

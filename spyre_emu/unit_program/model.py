@@ -111,6 +111,13 @@ def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:
     return per_row, args.get("a_k_stride", 1), args.get("a_row_stride", per_row)
 
 
+def matmul_c_sticks(args: dict, cols: int) -> tuple[int, int]:
+    """(sticks per C row, sticks between rows): C rows are fp16, each padded to whole sticks; by default one
+    after another, ``c_row_stride`` sticks apart when given (a C kept in LX in its tensor's own place)."""
+    per_row = -(-cols * 2 // 128)
+    return per_row, args.get("c_row_stride", per_row)
+
+
 STEPS = ("a_step", "b_step", "c_step")
 
 

@@ -1,0 +1,91 @@
+"""Attention as one launch: Q·Kᵀ, scale, softmax and P·V split alike, the scores and probabilities in LX."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from spyre_emu.frontend import last_report  # noqa: E402
+
+from spyre_emu.errors import ProgramError  # noqa: E402
+from spyre_emu.lowering import matmul  # noqa: E402
+from tests.frontend.conftest import assert_matches  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def _run(heads, length, options=None):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, heads, length, 64, generator=g).half() for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(_sdpa, backend="spyre_emu", dynamic=False, options=options or {})(q, k, v)
+        want = _sdpa(q.float(), k.float(), v.float())
+    return got, want, last_report().kernel_programs
+
+
+def test_sdpa_is_one_launch_with_its_scores_in_lx_and_gives_torchs_values():
+    got, want, programs = _run(4, 128)
+    assert len(programs) == 1
+    (program,) = programs
+    kernels = program["kernels"]
+    assert [k["op"] for k in kernels] == ["batchmatmul", "mul", "softmax", "batchmatmul"]
+    scores = [kernels[0]["outputs"][0], kernels[1]["outputs"][0], kernels[2]["outputs"][0]]
+    assert [program["tensors"][t].get("space") for t in scores] == ["lx"] * 3
+    assert kernels[3]["inputs"][0] == scores[-1]
+    cuts = {tuple(k["work_division"].get(d, 1) for d in (("x", "mb") if "x" in k["dims"] else ("d0", "mb")))
+            for k in kernels}
+    assert len(cuts) == 1  # heads × query rows, the same on every kernel
+    assert all(k["work_division"].get("out", 1) == 1 for k in kernels)
+    assert_matches(got, want)
+
+
+def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
+    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two of them (the mul's input and
+    output) do not fit in half the usable LX (6,348 sticks), so the chain is not aligned and its scores go
+    through DRAM; 2 heads (2,048 sticks per core) are aligned into one launch."""
+    _, _, programs = _run(4, 512, {"cores": 4, "functional": False})
+    assert len(programs) > 1
+    assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
+    got, want, programs = _run(2, 512, {"cores": 4})
+    assert len(programs) == 1
+    assert_matches(got, want)
+
+
+def test_a_matmul_the_lowering_refuses_with_lx_operands_keeps_them_in_dram(monkeypatch):
+    """Should the lowering refuse a matmul's LX A or C (in_place.py: a layout whose strides a PT pass cannot
+    follow), the front end keeps those tensors in DRAM and runs the passes again: no CPU fallback."""
+    real = matmul.in_place
+
+    def refuse(piece, names, layouts, residents, source, path):
+        if any(n in residents for n in names):
+            raise ProgramError("refused for the test", source, path)
+        return real(piece, names, layouts, residents, source, path)
+
+    monkeypatch.setattr(matmul, "in_place", refuse)
+    got, want, programs = _run(4, 128, {"cache": False})
+    assert last_report().fallbacks == []
+    for program in programs:
+        for k in program["kernels"]:
+            if k["op"] == "batchmatmul":
+                assert all(program["tensors"][t].get("space", "dram") == "dram" for t in (*k["inputs"], *k["outputs"]))
+    assert_matches(got, want)
+
+
+def test_a_decode_chain_with_fewer_query_rows_than_a_pt_pass_keeps_its_own_splits():
+    """4 query rows against 256 keys: no split gives a core a PT pass of rows (8), so Q·Kᵀ keeps its own split
+    (its columns split over the cores), as before the alignment."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(1, 4, 4, 64, generator=g).half()
+    k, v = (torch.randn(1, 4, 256, 64, generator=g).half() for _ in range(2))
+    with torch.no_grad():
+        got = torch.compile(_sdpa, backend="spyre_emu", dynamic=False)(q, k, v)
+    first = last_report().kernel_programs[0]["kernels"][0]
+    assert first["op"] == "batchmatmul"
+    assert first["work_division"].get("out", 1) > 1
+    assert_matches(got, _sdpa(q.float(), k.float(), v.float()))

@@ -150,8 +150,9 @@ def call_wall_rows(wall: dict[str, float], card_us: list[float], host: Host, mac
     """A warm call, graphs cached: the host patches each launch and queues it; the call ends when the host
     hears of its last kernel."""
     timeline = simulate_host([Launch(f"p{i}", us) for i, us in enumerate(card_us)], host, machine, warm=True)
-    how = (f"{len(card_us)} launches: {sum(card_us):,.1f} µs on the card, each patched in "
-           f"{host.runtime.patch_us:.0f} µs")
+    launches = f"{len(card_us)} launch{'es' if len(card_us) > 1 else ''}"
+    how = (f"{launches}: {sum(card_us):,.1f} µs on the card, "
+           f"{'each ' if len(card_us) > 1 else ''}patched in {host.runtime.patch_us:.0f} µs")
     name = "sdpa_encoder_b1"
     return [HostRow(name, "wall per call, mean", wall["wall_us_mean"], timeline.end_us, True, how, FUSED),
             HostRow(name, "wall per call, min", wall["wall_us_min"], timeline.end_us, False,

@@ -15,6 +15,7 @@ by a constant stick of 1/n at the end. Inputs and outputs may live in DRAM or in
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -66,8 +67,9 @@ class Share:
 
 
 def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper, stream: int) -> None:
-    """``stream``: sticks per group of positions whose arrival lets the SFUs fold them (what a DMA unit
-    keeps in flight), so a step's folds follow its loads instead of waiting for the last of them."""
+    """``stream``: sticks per group of loads (positions along the stick, output sticks across) whose arrival lets
+    the SFUs reduce them (what a DMA unit keeps in flight), so a step's work follows its loads instead of waiting
+    for the last of them."""
     positions = len(share.x_ids)
     chunk = step(len(share.y_ids), (budget - CONSTANTS) // (2 * share.room))
     consts = core.dma("load", share.constants, [(0, CONSTANTS)], 0) if share.constants else []
@@ -78,7 +80,7 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
         region = [(CONSTANTS + ((q % 2) * share.room + i) * chunk) * STICK_BYTES for i in range(share.room)]
         loads = consts if q == 0 else []
         srcs, ends = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads)
-        groups = _groups(ends, max(1, stream // n))
+        groups = _groups(ends, max(1, stream // (n if share.along else positions)))
         acc, out = stick_addrs(region[positions], n), stick_addrs(region[positions + 1], n)
         if share.y_home and share.member == 0:
             out = share.y_home.addr(core.core, share.y_ids[done:done + n], *share.where)
@@ -87,7 +89,8 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
         for unit, (lo, hi) in halves(n).items():
             pad = stick_addrs(region[positions + 2] + lo * STICK_BYTES, hi - lo)
             dst = out if share.group == 1 and not share.along else acc
-            ops = _partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0], groups, f"{core.tag}q{q}.", unit)
+            ops = _streamed(_partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0]), groups,
+                            f"{core.tag}q{q}.", unit)
             if share.member == 0:
                 ops += _combine_ops(share, q, len(pieces), unit, acc[lo:hi], [r[lo:hi] for r in recv])
                 ops += _finish_ops(share, dst[lo:hi], out[lo:hi])
@@ -106,7 +109,7 @@ def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int,
             loads: list[Item]) -> tuple[list[np.ndarray], list[int]]:
     """Addresses of the chunk's input sticks: along the stick, one array per position over the
     output sticks; across sticks, each output stick's positions side by side from ``x_lx``. With
-    them, along the stick from DRAM, the index in ``loads`` of each position's last load."""
+    them, from DRAM, the index in ``loads`` of the last load of each position (along) or output stick."""
     positions, n = ids.shape
     if share.along:
         if share.x_home:
@@ -118,26 +121,44 @@ def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int,
         return [stick_addrs(x_lx + s * n * STICK_BYTES, n) for s in range(positions)], ends
     if share.x_home:
         return [share.x_home.addr(core.core, ids[:, j], *share.where) for j in range(n)], []
+    ends = []
     for j in range(n):
         loads += core.dma("load", share.x, as_runs(ids[:, j]), x_lx + j * positions * STICK_BYTES)
-    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)], []
+        ends.append(len(loads) - 1)
+    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)], ends
 
 
 def _groups(ends: list[int], per: int) -> list[tuple[int, int]]:
-    """Positions in groups of ``per``: each group's last position and the index of its last load."""
+    """What the loads bring in groups of ``per``: each group's last position (or output stick) and the index of
+    its last load."""
     last = [min(g + per, len(ends)) - 1 for g in range(0, len(ends), per)]
     return [(s, ends[s]) for s in last]
 
 
+def _streamed(stages: list[tuple[int, list[Item]]], groups: list[tuple[int, int]], tag: str, unit: str) -> list[Item]:
+    """The stages' ops in order, a stage's first op waiting for the group of loads that brings the last position
+    or output stick it reads when that group is later than its predecessor's (a DMA unit ends its loads in
+    order); the first group is the chunk's own ``in`` token."""
+    lasts, ops, seen = [last for last, _ in groups], [], 0
+    for index, stage in stages:
+        group = bisect_left(lasts, index)
+        if group > seen:
+            stage[0].setdefault("wait", []).append(f"{tag}in{group}>{unit}")
+            seen = group
+        ops += stage
+    return ops
+
+
 def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np.ndarray, pad: np.ndarray,
-                 x_lx: int, groups: list[tuple[int, int]], tag: str, unit: str) -> list[Item]:
-    """Reduce this core's positions of output sticks [lo, hi) into ``dst``; with ``groups`` (positions
-    streamed from DRAM), the first fold that reads a later group waits for that group's loads."""
-    dt, ops = share.dtype, []
+                 x_lx: int) -> list[tuple[int, list[Item]]]:
+    """Reduce this core's positions of output sticks [lo, hi) into ``dst``, in stages: (the last position, or
+    across sticks the output stick, a stage reads; its ops)."""
+    dt = share.dtype
     if not share.along:
         reduce = "reduce_max" if share.op in ("max", "min") else "reduce_sum"
+        stages = []
         for j in range(lo, hi):
-            src = srcs[j]
+            src, ops = srcs[j], []
             side = src
             if share.op == "min" or not (np.diff(src) == STICK_BYTES).all():
                 # min(x) = -max(-x); LX inputs are gathered side by side first, never changed
@@ -145,7 +166,8 @@ def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np
                 ops += sfu_ops("neg" if share.op == "min" else "copy", [src], side, dt)
             ops.append({"op": reduce, "a": int(side[0]), "out": int(dst[j - lo]), "sticks": len(src)}
                        | ({"dtype": dt} if dt != "fp16" else {}))
-        return ops
+            stages.append((j, ops))
+        return stages
     srcs = [s[lo:hi] for s in srcs]
     last = len(srcs) - 1
     mask = []
@@ -153,13 +175,11 @@ def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np
         mask = masked(srcs[last], pad, MASK, FILL, dt)
         srcs[last] = pad
     if last == 0:
-        return mask + fold(STEP[share.op], srcs, dst, dt)
+        return [(0, mask + fold(STEP[share.op], srcs, dst, dt))]
     stages = [fold(STEP[share.op], srcs[:2], dst, dt)] + [sfu_ops(STEP[share.op], [dst, src], dst, dt)
                                                            for src in srcs[2:]]
-    stages[-1] = mask + stages[-1]  # stage i reads position i + 1 (and 0); the mask just before the last
-    for g, (end, _) in enumerate(groups[:-1], start=1):  # group g begins at position end + 1
-        stages[end][0].setdefault("wait", []).append(f"{tag}in{g}>{unit}")
-    return [op for stage in stages for op in stage]
+    stages[-1] = mask + stages[-1]  # the mask just before the stage that reads the last position
+    return [(i + 1, stage) for i, stage in enumerate(stages)]  # stage i reads position i + 1 (and 0)
 
 
 def _combine_ops(share: Share, q: int, chunks_: int, unit: str, acc: np.ndarray,

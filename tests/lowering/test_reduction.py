@@ -134,29 +134,32 @@ def test_two_reduced_dims_are_refused(tmp_path, spyre):
         load(path, spyre)
 
 
-@pytest.mark.parametrize(("shape", "slices"), [((64, 8192), (1, 1)), ((64, 4100), (2, 1)), ((32, 16384), (1, 2))])
-def test_folds_follow_the_loads_of_their_positions(tmp_path, spyre, shape, slices):
-    """A row reduction from DRAM folds each group of positions (what a DMA unit keeps in flight) as soon
-    as it is in LX: the SFUs start before the last load ends, yet no SFU op reads a stick of LX before
-    the load that brings it there has ended; the values stay exact (a padded last stick, and the reduced
-    dim split over two cores, included)."""
-    path, x = _program(tmp_path, "max", shape, slices)
+@pytest.mark.parametrize(("shape", "slices", "dim"), [((64, 8192), (1, 1), -1), ((64, 4100), (2, 1), -1),
+                                                      ((32, 16384), (1, 2), -1), ((512, 4096), (1, 32), 0)])
+def test_folds_follow_the_loads_of_their_positions(tmp_path, spyre, shape, slices, dim):
+    """A reduction from DRAM reduces each group of loads (what a DMA unit keeps in flight: positions along the
+    stick, output sticks across) as soon as it is in LX: the SFUs start before the last load ends, yet no SFU
+    op reads a stick of LX before the load that brings it there has ended; the values stay exact (a padded
+    last stick, the reduced dim split over two cores, and a reduction over rows included)."""
+    path, x = _program(tmp_path, "max", shape, slices, dim)
     result = run(load(path, spyre), spyre, functional=True)
-    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), x.astype(np.float32).max(-1, keepdims=True),
+    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), x.astype(np.float32).max(dim, keepdims=True),
                                rtol=1e-2)
     log = result.log
     for core in range(slices[0] * slices[1]):
         mine = [(i, ins) for i, ins in enumerate(log.instructions) if ins.core == core]
-        arrived = {}  # LX stick address -> end of the load that wrote it
+        writes: dict[int, list[tuple[int, int]]] = {}  # LX stick address -> (start, end) of the loads writing it
         for i, ins in mine:
             if ins.op == "load":
                 for addr in range(ins.args["lx"], ins.args["lx"] + ins.args["bytes"], 128):
-                    arrived[addr] = log.end[i]
+                    writes.setdefault(addr, []).append((log.start[i], log.end[i]))
         folds = [(i, ins) for i, ins in mine if ins.unit.startswith("sfu")]
-        assert min(log.start[i] for i, _ in folds) < max(arrived.values())
+        assert min(log.start[i] for i, _ in folds) < max(end for w in writes.values() for _, end in w)
         for i, ins in folds:
             for field in ("a", "b"):
                 if field in ins.args and not ins.args.get(f"{field}_broadcast"):
-                    first = ins.args[field]
+                    first, at = ins.args[field], log.start[i]
                     for addr in range(first, first + 128 * ins.args["sticks"], 128):
-                        assert arrived.get(addr, 0) <= log.start[i], (ins.args, addr)
+                        loads = writes.get(addr, [])  # one has ended by then, none is still writing
+                        assert not loads or (any(end <= at for _, end in loads)
+                                             and not any(start <= at < end for start, end in loads)), (ins.args, addr)

@@ -100,8 +100,7 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
         return sum(matmul_cost(batch, m, k.dims["in"], k.dims["out"], split, machine) for k in matmuls)
 
     costs = {s: cost((*s, 1)) for s in splits}
-    near = [s for s, c in costs.items() if c <= NEAR * min(costs.values())]
-    x, r = min(near, key=lambda s: (-math.prod(s), costs[s]))
+    x, r = _cheapest(costs)
     own = sum(matmul_cost(batch, m, k.dims["in"], k.dims["out"], (k.slices.get("x", 1), k.slices["mb"],
                                                                    k.slices["out"]), machine) for k in matmuls)
     sticks = batch * m * per_row * (len(chain) - 1)  # the tensors the chain hands on
@@ -205,15 +204,20 @@ def matmul_lx_sticks(rows: int, k: int) -> int:
     return rows + 2 * (rows + STICK) * min(MIN_K_CHUNK, -(-k // STICK))
 
 
+def _cheapest(costs: dict[tuple[int, ...], float]) -> tuple[int, ...]:
+    """The split of least estimated cost, counting splits within ``NEAR`` of it as equal and taking the one that
+    uses most cores among them: no idle cores for an estimated saving under 5 %."""
+    near = [s for s, cost in costs.items() if cost <= NEAR * min(costs.values())]
+    return min(near, key=lambda s: (-math.prod(s), costs[s]))
+
+
 def _matmul(shapes: list[tuple[int, ...]], machine: Machine, cores: int) -> tuple[dict, dict]:
     a, b = shapes[0], shapes[1]
     batch = a[0] if len(a) == 3 else 1
     (m, k), n = a[-2:], b[-1]
     splits = _matmul_splits(batch, m, n, cores)
     splits = [s for s in splits if matmul_lx_sticks(m // s[1], k) <= usable_lx_sticks(machine)] or splits
-    costs = {s: matmul_cost(batch, m, k, n, s, machine) for s in splits}
-    near = [s for s, c in costs.items() if c <= NEAR * min(costs.values())]
-    best = min(near, key=lambda s: (-math.prod(s), costs[s]))  # no idle cores for an estimated saving < 5 %
+    best = _cheapest({s: matmul_cost(batch, m, k, n, s, machine) for s in splits})
     dims = {"mb": m, "in": k, "out": n}
     slices = {"mb": best[1], "in": 1, "out": best[2]}
     if len(a) == 3:

@@ -110,22 +110,14 @@ def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int,
     """Addresses of the chunk's input sticks: along the stick, one array per position over the
     output sticks; across sticks, each output stick's positions side by side from ``x_lx``. With
     them, from DRAM, the index in ``loads`` of the last load of each position (along) or output stick."""
-    positions, n = ids.shape
-    if share.along:
-        if share.x_home:
-            return [share.x_home.addr(core.core, ids[s], *share.where) for s in range(positions)], []
-        ends = []
-        for s in range(positions):
-            loads += core.dma("load", share.x, as_runs(ids[s]), x_lx + s * n * STICK_BYTES)
-            ends.append(len(loads) - 1)
-        return [stick_addrs(x_lx + s * n * STICK_BYTES, n) for s in range(positions)], ends
+    columns = ids if share.along else ids.T  # what one load brings
     if share.x_home:
-        return [share.x_home.addr(core.core, ids[:, j], *share.where) for j in range(n)], []
+        return [share.x_home.addr(core.core, c, *share.where) for c in columns], []
     ends = []
-    for j in range(n):
-        loads += core.dma("load", share.x, as_runs(ids[:, j]), x_lx + j * positions * STICK_BYTES)
+    for i, c in enumerate(columns):
+        loads += core.dma("load", share.x, as_runs(c), x_lx + i * len(c) * STICK_BYTES)
         ends.append(len(loads) - 1)
-    return [stick_addrs(x_lx + j * positions * STICK_BYTES, positions) for j in range(n)], ends
+    return [stick_addrs(x_lx + i * len(c) * STICK_BYTES, len(c)) for i, c in enumerate(columns)], ends
 
 
 def _groups(ends: list[int], per: int) -> list[tuple[int, int]]:

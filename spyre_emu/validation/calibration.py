@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ SWEEP_COLUMNS = ("role", "phase", "B", "M", "N", "K", "split_b", "split_m", "spl
 MOVED = re.compile(r"(\d+)\s*B\b")  # a ring move's bytes, as `what` states them ("131072 B per core")
 SPLIT_WORDS = re.compile(r"(?<![a-z])([bmnk])\s*=?\s*(\d+)")  # a division in words: "m8_n4", "m=4, n=8"
 SPLIT_TUPLE = re.compile(r"\(b,\s*m,\s*n,\s*k\)\s*=\s*\((\d+),\s*(\d+),\s*(\d+),\s*(\d+)\)")  # as validate prints it
+DIVISION = re.compile(r"\((\d+)\s*,\s*(\d+)\s*,\s*(\d+)(?:\s*,\s*(\d+))?\)")  # "(32,1,1)": (m, n, k) or (b, m, n, k)
+RATIO_KEYS = ("ratio", "speedup", "speed_up")  # a pair published as the ratio of its two divisions' times alone
 GRANITE_NAMES = ("qo_", "mlp_up_")  # an entry so named and stating no shape is that Granite-3.3-8B prefill matmul
 WHOLE_CALLS = ("launch_phases_mean", "sdpa_encoder_b1", "block_granite_prefill",  # host.py runs them
                "swiglu_granite_prefill")
@@ -67,6 +69,7 @@ class Case:
     source: str = "calibration"       # where the case comes from ("FILE row N"), for its errors
     problem: str = ""                 # why the case cannot run at all ("": it can be tried)
     tiles: int = 1                    # the figure is one launch and this many runs of the program (row tiles)
+    ratio: float | None = None        # a pair published as a ratio alone: the first division's time over the second's
 
 
 def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
@@ -170,6 +173,8 @@ def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
     A figure, split or PT utilization of the wrong type makes a case that cannot run, its reason naming the
     entry's JSON path."""
     figures = case.get("device_us")
+    if figures is None and _ratio_key(case):
+        return _ratio_cases(name, case, file)
     variants = [(name, case, "")] if not isinstance(figures, dict) or not figures else \
         [(f"{name}.{key}", _variant(case, key), name) for key in figures]
     cases = []
@@ -179,6 +184,53 @@ def _single_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
         except SpyreEmuError as exc:  # a figure of the wrong type: this entry is not run, the others are
             cases.append(_unreadable(variant, exc))
     return cases
+
+
+def _ratio_key(case: dict[str, Any]) -> str | None:
+    """The key under which an entry publishes only a ratio of two times (``RATIO_KEYS``), or None."""
+    return next((key for key in RATIO_KEYS if key in case), None)
+
+
+def _ratio_cases(name: str, case: dict[str, Any], file: str) -> list[Case]:
+    """A matmul's two divisions published as the ratio of their times alone (an old/new pair, as work-division
+    papers quote them): a case per division, with no time of its own, judged together as that ratio."""
+    where, key = f"cases[{name}]", _ratio_key(case)
+    try:
+        if not _number(case[key]):
+            raise SpyreEmuError(f"expected a positive ratio of two times, got {case[key]!r}", file, f"{where}.{key}")
+        if not (SHAPE.search(str(case.get("what", ""))) or name.startswith(GRANITE_NAMES)):
+            raise SpyreEmuError("a ratio alone is judged for a matmul's two divisions; expected a matmul shape "
+                                "([M,K] x [K,N]) in `what`", file, where + ".what")
+        divisions = _two_divisions(case, file, where)
+    except SpyreEmuError as exc:
+        return [_unreadable(name, exc)]
+    cases = []
+    for label, split in divisions:
+        try:
+            cases.append(replace(_matmul_case(f"{name}.{label}", {**case, "split": split}, file, where, name),
+                                 ratio=float(case[key])))
+        except SpyreEmuError as exc:
+            cases.append(_unreadable(f"{name}.{label}", exc))
+    return cases
+
+
+def _two_divisions(case: dict[str, Any], file: str, where: str) -> list[tuple[str, dict[str, int]]]:
+    """A ratio's two divisions, first over second: ``split`` mapping two names to divisions, else two entries
+    named so ("old_split", "new_split"), else the two that ``what`` states as tuples ("(32,1,1) time / (8,4,1)
+    time": (m, n, k), or (b, m, n, k))."""
+    split = case.get("split")
+    named = {key.removesuffix("_split"): value for key, value in case.items() if key.endswith("_split")}
+    for pair in (split, named):
+        if isinstance(pair, dict) and len(pair) == 2 and all(isinstance(v, dict) for v in pair.values()):
+            return [(str(label), division) for label, division in pair.items()]
+    found = DIVISION.findall(str(case.get("what", "")))
+    if split is None and len(found) == 2:
+        return [("(" + ",".join(d for d in cuts if d) + ")",
+                 dict(zip("bmnk" if cuts[3] else "mnk", map(int, filter(None, cuts)), strict=True)))
+                for cuts in found]
+    raise SpyreEmuError("expected the ratio's two divisions, first over second: `split` mapping two names to "
+                        "divisions, two entries 'NAME_split', or two stated in `what` as (m, n, k) or (b, m, n, k)",
+                        file, where + ".split")
 
 
 def _variant(case: dict[str, Any], key: str) -> dict[str, Any]:
@@ -297,6 +349,8 @@ def _measured(case: dict[str, Any], file: str, where: str, util_alone: bool = Fa
     """The entry's device time in µs; NaN where ``util_alone`` (a matmul or a SwiGLU: work on the PT) and the entry
     publishes only a PT utilization, its one figure."""
     value = case.get("device_us")
+    if value is None and _ratio_key(case):
+        return math.nan  # judged only as its pair's ratio
     if value is None and case.get("pt_util_pct") is not None:
         if util_alone and _util(case, file, where):
             return math.nan

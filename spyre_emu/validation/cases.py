@@ -21,8 +21,9 @@ from .calibration import Case
 from .lx_plan import planned
 from .measurements import MISS, signed_percent
 
-RATIO = "division ratio (single)"
-UNTIMED = ("PT utilization", RATIO)  # categories whose figures are not device times
+RATIO = "division ratio (single)"  # the ratio of a pair's two measured times, shown beside them
+RATIO_ALONE = "division ratio"  # a pair published as its ratio alone: its one figure
+UNTIMED = ("PT utilization", RATIO, RATIO_ALONE)  # categories whose figures are not device times
 
 def timed(points: list[Point]) -> list[Point]:
     """The points that are device times: what the timed mean and the plot are over."""
@@ -63,12 +64,14 @@ def run_cases(machine: Machine, cases: list[Case], progress: Callable[[str], Non
 
 def _pair_ratios(ran: list[tuple[Case, tuple[float, float]]]) -> list[Point]:
     """A single figure measured two ways (an old and a new work division: ``device_us`` with two names) is also
-    judged as the ratio of its two times, first over second, as the division papers quote it."""
+    judged as the ratio of its two times, first over second, as the division papers quote it; one published as
+    that ratio alone (``Case.ratio``) is judged as it."""
     pairs: dict[str, list[tuple[Case, float]]] = {}
     for case, (us, _) in ran:
-        if case.shape and case.category.endswith("(single)") and not np.isnan(case.measured_us):
+        if case.shape and case.category.endswith("(single)") and (case.ratio or not np.isnan(case.measured_us)):
             pairs.setdefault(case.shape, []).append((case, us))
-    return [Point(RATIO, "", f"{shape}: {a.name} / {b.name}", a.measured_us / b.measured_us, us_a / us_b)
+    return [Point(RATIO_ALONE if a.ratio else RATIO, "", f"{shape}: {a.name} / {b.name}",
+                  a.ratio or a.measured_us / b.measured_us, us_a / us_b)
             for shape, pair in pairs.items() if len(pair) == 2 for (a, us_a), (b, us_b) in [pair]]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from spyre_emu.cli import main
 from spyre_emu.errors import SpyreEmuError
-from spyre_emu.pipeline import load, run
+from spyre_emu.pipeline import load, parse, run
 from spyre_emu.validation.calibration import QUOTED, SINGLE, SWEEP, load_cases, unpublished_split
 from spyre_emu.validation.cases import counted, run_cases
 from spyre_emu.validation.measurements import _tiled
@@ -196,6 +196,36 @@ def test_a_figure_measured_two_ways_is_two_ranked_cases_and_their_ratio(tmp_path
     assert ratio.measured == 2.0
     assert ratio.simulated == times["old: (b, m, n, k) = (1, 8, 4, 1)"] / times["new: (b, m, n, k) = (1, 1, 8, 1)"]
     assert [p.category for p in counted(points)] == ["matmul decode (single)"] * 2  # the ratio is not counted again
+
+
+def test_a_pair_published_as_its_ratio_alone_is_judged_as_that_ratio(tmp_path, monkeypatch, spyre):
+    """An old/new pair whose source gives only the speed-up: its two divisions from ``split``'s two names, two
+    'NAME_split' entries or the tuples ``what`` states ((m, n, k) or (b, m, n, k)), first over second; each runs
+    with no time of its own and the pair is one counted figure, its ratio. An entry with no two divisions, a
+    ratio that is no positive number, or no matmul shape is listed as not run, naming its JSON path."""
+    monkeypatch.setenv("SPYRE_EMU_RESULT_CACHE", "0")
+    shape = "matmul [64, 1024] x [1024, 512], decode"
+    cases = _cases(tmp_path, [
+        {"name": "kv", "what": f"{shape}: (8,4,1) time / (1,1,8,1) time", "ratio": 2.0},
+        {"name": "up", "what": shape, "speedup": 1.5, "split": {"old": {"m": 8, "n": 4}, "new": {"n": 8}}},
+        {"name": "qo", "what": shape, "speed_up": 1.5, "old_split": {"m": 8, "n": 4}, "new_split": {"n": 8}},
+        {"name": "one", "what": f"{shape}, (8,4,1)", "ratio": 2.0},
+        {"name": "neg", "what": f"{shape}: (8,4,1) / (1,8,1)", "ratio": -2.0},
+        {"name": "sfu", "what": "neg of 2048×4096, (8,4,1) / (1,8,1)", "ratio": 2.0}])
+    assert [cases[f"kv.{d}"].split for d in ("(8,4,1)", "(1,1,8,1)")] == [(1, 8, 4, 1), (1, 1, 8, 1)]
+    assert [cases[f"{n}.{d}"].split for n in ("up", "qo") for d in ("old", "new")] == [(1, 8, 4, 1), (1, 1, 8, 1)] * 2
+    assert {(c.problem.split(": ")[0], c.measured_us == c.measured_us) for n, c in cases.items()
+            if n.startswith(("kv", "up"))} == {("", False)}  # runnable, no time of their own (NaN)
+    assert [cases[n].problem.split(":")[0] for n in ("one", "neg", "sfu")] == [
+        "cases[one].split", "cases[neg].ratio", "cases[sfu].what"]
+    points, not_run = run_cases(spyre, [c for n, c in cases.items() if n.startswith(("kv", "up"))])
+    assert not not_run
+    (kv, up) = points
+    assert (kv.category, kv.measured, up.measured) == ("division ratio", 2.0, 1.5)
+    times = [run(parse(matmul_program(1, 64, 512, 1024, s), spyre, "kv"), spyre).report.data["latency_us"]
+             for s in ((1, 8, 4, 1), (1, 1, 8, 1))]
+    assert kv.simulated == pytest.approx(times[0] / times[1], rel=1e-12) == up.simulated
+    assert counted(points) == points  # the pair's one figure is counted
 
 
 def test_an_entry_whose_name_an_earlier_one_has_is_listed_not_run(tmp_path):

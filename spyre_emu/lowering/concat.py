@@ -4,7 +4,8 @@ Two or more inputs of one dtype, shapes equal outside ``dim`` (an attribute), in
 output stick must be one stick of one input, lane for lane: it is gathered as restickify gathers
 (loaded into LX in double-buffered chunks and stored back, one DMA per run consecutive in the input,
 the output and LX). A cat along the stick dim whose inputs before the last are not whole sticks
-along it would need lanes of two input sticks in one output stick (an SFU shift) and is refused.
+along it, or of an input with another stick dim, would need lanes of several input sticks in one
+output stick (an SFU shift or transpose) and is refused.
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ def plan_cat(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int,
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
         which, stick, lane = _sources(xs, y, dim, starts, ids)
         key = np.where(stick >= 0, stick * len(xs) + which, -1)  # (input, stick) as one number
-        if not gathered_sticks(key, lane).all():
-            o = int(ids[np.argmin(gathered_sticks(key, lane))])
-            raise ProgramError(f"output stick {o} would take lanes from two input sticks: a cat along the stick "
-                               f"dim needs every input but the last to be whole sticks along it (sizes "
-                               f"{[x.shape[dim] for x in xs[:-1]]}, multiples of {lane.shape[1]} expected)",
-                               src, where + ".inputs")
+        whole = gathered_sticks(key, lane)
+        if not whole.all():
+            raise ProgramError(f"output stick {int(ids[np.argmin(whole)])} is not one input stick lane for lane: "
+                               f"every input needs y's stick dim and, along it, every input but the last whole "
+                               f"sticks (sizes {[x.shape[dim] for x in xs[:-1]]} along dim {dim}, multiples of "
+                               f"{lane.shape[1]} expected there)", src, where + ".inputs")
         keys = first_source(key)
         pairs = np.stack([keys % len(xs), keys // len(xs), ids])
         shares[core] = partial(lower_gather, x=tuple(t.name for t in tensors[:-1]), y=tensors[-1].name,
@@ -52,11 +53,11 @@ def plan_cat(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int,
 def _check(xs: list[TensorLayout], y: TensorLayout, dim: int, dims: list[int], where: tuple[str, str]) -> None:
     """One dtype; shapes equal outside ``dim``, whose sizes add up to y's; kernel dims equal to y's shape."""
     rank = len(y.shape)
-    if not 0 <= dim < rank:
+    if not isinstance(dim, int) or not 0 <= dim < rank:
         raise ProgramError(f"dim {dim} is not a dim of the output's {rank}", where[0], where[1] + ".attrs.dim")
-    outside = [[n for d, n in enumerate(x.shape) if d != dim] for x in (*xs, y)]
-    alike = all(x.dtype == y.dtype and len(x.shape) == rank and o == outside[-1]
-                for x, o in zip(xs, outside, strict=False))
+    others = [n for d, n in enumerate(y.shape) if d != dim]
+    alike = all(x.dtype == y.dtype and len(x.shape) == rank and [n for d, n in enumerate(x.shape) if d != dim] == others
+                for x in xs)
     if not alike or sum(x.shape[dim] for x in xs) != y.shape[dim] or dims != list(y.shape):
         raise ProgramError(f"cat along dim {dim} takes inputs of y's dtype and rank, equal to y's shape outside "
                            f"dim {dim} and adding up to it along it, over dims equal to y's shape: inputs "
@@ -73,6 +74,7 @@ def _sources(xs: list[TensorLayout], y: TensorLayout, dim: int, starts: np.ndarr
     stick, lane = np.full(which.shape, -1), np.full(which.shape, -1)
     for k, x in enumerate(xs):
         mine = valid & (which == k)
-        host = at[:, mine] - np.eye(len(y.shape), dtype=np.int64)[:, dim:dim + 1] * starts[k]
+        host = at[:, mine]
+        host[dim] -= starts[k]
         stick[mine], lane[mine] = stick_lanes(x, host)
     return which, stick, lane

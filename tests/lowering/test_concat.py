@@ -9,6 +9,7 @@ import pytest
 from spyre_emu import reference
 from spyre_emu.cli import main
 from spyre_emu.engine import simulate
+from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
 from tests.conftest import card_fp16
 
@@ -49,6 +50,24 @@ def test_matches_numpy(tmp_path, spyre, shapes, dim, slices):
     program = load(path, spyre)
     assert {i.op for i in program.units.instructions()} == {"load", "store"}
     np.testing.assert_array_equal(run(program, spyre, functional=True).outputs["y"], np.concatenate(xs, dim))
+
+
+def test_inputs_in_other_layouts(tmp_path, spyre):
+    """Any layouts with y's stick dim: an input whose outer dims are in another order is still gathered."""
+    path, xs = _program(tmp_path, [(2, 3, 70), (2, 5, 70)], 1, (2, 1, 1))
+    data = json.loads(path.read_text())
+    data["tensors"]["x1"]["layout"] = {"dim_order": [1, 0, 2]}
+    path.write_text(json.dumps(data))
+    np.testing.assert_array_equal(run(load(path, spyre), spyre, functional=True).outputs["y"], np.concatenate(xs, 1))
+
+
+def test_an_input_with_another_stick_dim_is_refused(tmp_path, spyre):
+    path, _ = _program(tmp_path, [(64, 64), (64, 64)], 0)
+    data = json.loads(path.read_text())
+    data["tensors"]["x1"]["layout"] = {"dim_order": [1, 0]}
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[0\]\.inputs: output stick \d+ is not one input stick lane"):
+        load(path, spyre)
 
 
 def test_one_dma_per_run_consecutive_in_input_output_and_lx(tmp_path, spyre):
@@ -118,9 +137,10 @@ def test_engine_and_reference_agree(tmp_path, tiny, seed):
 
 
 @pytest.mark.parametrize(("shapes", "dim", "dtypes", "out", "words"), [
-    ([(4, 100), (4, 64)], 1, None, None, r"kernels\[0\]\.inputs: output stick \d+ would take lanes from two "
-     r"input sticks: a cat along the stick dim needs every input but the last to be whole sticks along it "
-     r"\(sizes \[100\], multiples of 64 expected\)"),
+    # y (4, 164): sticks are (column stick, row), stick 4 is row 0's lanes 64..127: x0's 64..99 and x1's 0..27
+    ([(4, 100), (4, 64)], 1, None, None, r"kernels\[0\]\.inputs: output stick 4 is not one input stick lane for "
+     r"lane: every input needs y's stick dim and, along it, every input but the last whole sticks \(sizes \[100\] "
+     r"along dim 1, multiples of 64 expected there\)"),
     ([(3, 64), (3, 128)], 0, None, None, r"kernels\[0\]\.inputs: cat along dim 0 takes inputs of y's dtype and "
      r"rank, equal to y's shape outside dim 0"),
     ([(3, 64), (3, 64)], 0, ["fp16", "fp32"], None, r"kernels\[0\]\.inputs: cat along dim 0 .* \['fp16', 'fp32'\]"),
@@ -135,3 +155,12 @@ def test_refusals_exit_2_naming_the_path(tmp_path, capsys, shapes, dim, dtypes, 
     assert err.count("\n") == 1
     assert err.startswith(f"spyre-emu: error: {path}: ")
     assert re.search(words, err), err
+
+
+def test_a_dim_that_is_not_an_integer_is_refused(tmp_path, spyre):
+    path, _ = _program(tmp_path, [(3, 64), (3, 64)], 0)
+    data = json.loads(path.read_text())
+    data["kernels"][0]["attrs"]["dim"] = 0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[0\]\.attrs\.dim: dim 0.5 is not a dim of the output's 2"):
+        load(path, spyre)

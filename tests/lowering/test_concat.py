@@ -70,6 +70,12 @@ def test_an_input_with_another_stick_dim_is_refused(tmp_path, spyre):
         load(path, spyre)
 
 
+def test_fp32_sticks_are_32_lanes(tmp_path, spyre):
+    """fp32 along the stick dim: a first input of 32 elements is one whole stick."""
+    path, xs = _program(tmp_path, [(4, 32), (4, 40)], 1, dtypes=["fp32", "fp32"])
+    np.testing.assert_array_equal(run(load(path, spyre), spyre, functional=True).outputs["y"], np.concatenate(xs, 1))
+
+
 def test_one_dma_per_run_consecutive_in_input_output_and_lx(tmp_path, spyre):
     """y = cat([x0 (3, 64), x1 (5, 64)]) on one core: output sticks 0..7 are x0's 0..2 then x1's 0..4,
     so two loads (3 and 5 sticks, side by side in LX) and one store of all 8."""
@@ -125,15 +131,16 @@ def _random_case(rng):
     return shapes, dim, slices
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_engine_and_reference_agree(tmp_path, tiny, seed):
+@pytest.mark.parametrize(("card", "seed"), [*(("tiny", s) for s in range(8)), *(("spyre", s) for s in range(8, 11))])
+def test_engine_and_reference_agree(tmp_path, request, card, seed):
+    machine = request.getfixturevalue(card)
     shapes, dim, slices = _random_case(np.random.default_rng(seed))
     path, xs = _program(tmp_path, shapes, dim, slices)
-    program = load(path, tiny)
-    log, ref = simulate(program.units, tiny), reference.simulate(program.units, tiny)
+    program = load(path, machine)
+    log, ref = simulate(program.units, machine), reference.simulate(program.units, machine)
     assert log.start.tolist() == list(ref.start)
     assert log.end.tolist() == list(ref.end)
-    np.testing.assert_array_equal(run(program, tiny, functional=True).outputs["y"], np.concatenate(xs, dim))
+    np.testing.assert_array_equal(run(program, machine, functional=True).outputs["y"], np.concatenate(xs, dim))
 
 
 @pytest.mark.parametrize(("shapes", "dim", "dtypes", "out", "words"), [

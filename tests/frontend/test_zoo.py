@@ -47,6 +47,9 @@ def test_default_call_matches_eager(name):
         assert rep.fallbacks == []
         assert rep.crossings == []
         assert any(k["op"] == "embedding" for k in rep.kernels)  # the token lookup is a kernel
+    if name == "vit":  # the class token and the patches joined by a cat kernel, not through the host
+        assert (rep.fallbacks, rep.crossings) == ([], [])
+        assert any(k["op"] == "cat" for k in rep.kernels)
     if name == "resnet18":  # convolutions and pooling on the card; the 3-channel stem's padding is not a stick
         assert [f["op"] for f in rep.fallbacks] == ["aten.constant_pad_nd.default"]
 

@@ -79,4 +79,6 @@ def test_generate_matches_eager_token_for_token(name, cache, steps):
             got = generate(ids, max_new_tokens=steps, do_sample=False, **extra)
     assert torch.equal(got, want)
     assert len(reports) == steps
+    if cache == "dynamic":  # each decode step grows the cache by a cat kernel on the card
+        assert all(any(k["op"] == "cat" for k in r.kernels) for r in reports[1:])
     assert ("forward" in model.__dict__) == (cache == "static")

@@ -70,6 +70,7 @@ REFERENCE: dict[str, Ref] = {
     "sum": _reduce(torch.sum), "mean": _reduce(torch.mean), "max": _reduce(torch.amax), "min": _reduce(torch.amin),
     "batchmatmul": torch.matmul, "ReStickifyOpHBM": _window,
     "embedding": lambda table, index: table[index.long()], "patches": patches,
+    "cat": lambda *parts, along: torch.cat(parts, along),
     "softmax": lambda x, *, safe=False: _softmax(x, safe),
     "layernorm": lambda x, w, b, *, eps: _norm(x, eps, False) * w + b,
     "rmsnorm": lambda x, w, *, eps: _norm(x, eps, True) * w,

@@ -122,6 +122,8 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
         return [(x, None), (out.shape if len(out.shape) == 2 else (out.shape[0], out.shape[1], 1, out.shape[2]), None)]
     if node.op == RESTICKIFY:
         return _window_shapes(graph, node)
+    if node.op == "cat":
+        return _cat_shapes(node)
     if node.op in REDUCTIONS:
         x, lo, hi = node.inputs[0], node.attrs["dims"][0], node.attrs["dims"][-1]
         if hi == len(x.shape) - 1:  # the card's grouping of x, if it keeps the reduced dim its own
@@ -150,6 +152,20 @@ def _window_shapes(graph: Graph, node: Node) -> list[Want]:
     node.attrs["perm"] = [1, 0] if transposed else list(range(len(full)))
     out = node.outputs[0].shape if transposed else tuple(stop - start if d == at else n for d, n in enumerate(full))
     return [(full, None), (out, None)]
+
+
+def _cat_shapes(node: Node) -> list[Want]:
+    """A cat: every part and the output grouped alike, the joined dim a device dim of its own: (before,
+    joined, between, last) without the dims of size 1 around it, or (rows, last) along the last dim.
+    Sets ``dim``, the joined dim among the device dims."""
+    along, shapes = node.attrs["along"], [v.shape for v in (*node.inputs, node.outputs[0])]
+    if along == len(shapes[0]) - 1:
+        node.attrs["dim"] = 1
+        return [(rows_shape(s), None) for s in shapes]
+    full = [(math.prod(s[:along]), s[along], math.prod(s[along + 1:-1]), s[-1]) for s in shapes]
+    kept = [d for d, n in enumerate(full[0]) if n > 1 or d in (1, 3)]
+    node.attrs["dim"] = kept.index(1)
+    return [(tuple(f[d] for d in kept), None) for f in full]
 
 
 def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:

@@ -38,8 +38,8 @@ from .tensor_parallel import ShardPlan
 from .transfers import argument
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
-SEMANTIC_ATTRS = ("dims", "eps", "slice", "kernel", "stride", "padding", "dilation", "pad", "image")  # what the torch
-# reference of an op reads
+# what the torch reference of an op reads
+SEMANTIC_ATTRS = ("dims", "eps", "slice", "kernel", "stride", "padding", "dilation", "pad", "image", "along")
 
 
 class Residence(Protocol):

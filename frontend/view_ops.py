@@ -1,4 +1,4 @@
-"""Pass 1's view family: permutes and reshapes as views, slices as restickify kernels, cat.
+"""Pass 1's view family: permutes and reshapes as views, slices as restickify kernels, cat kernels.
 
 Permutes and reshapes move no data where they are made (the layout pass resolves them: free, or
 restickified on the card). A slice, select, split or unbind of a value the card computed is a
@@ -8,9 +8,11 @@ inside a stick (an element offset the lanes would have to shift by) the window i
 way out, so the sliced dim becomes rows, and a permute view turns it back (the layout pass's
 transpose). A slice of what the host holds (weights, inputs, a CPU fallback's result) stays a
 host view. A cat of one value's (negated) slices along its last dim is a matmul by a constant
-matrix (rotate_half). An embedding of a table the card can hold by integer indices from the host
-(token ids, positions) is an ``embedding`` kernel: indirect loads, each reading the table row an
-int32 on the card names. Index with tensor indices stays on the host.
+matrix (rotate_half); another cat of card values is a ``cat`` kernel, whole sticks moved by DMA
+(along the last dim, parts of whole sticks; else on the host). An embedding of a table the card can
+hold by integer indices from the host (token ids, positions) is an ``embedding`` kernel: indirect
+loads, each reading the table row an int32 on the card names. Index with tensor indices stays on the
+host.
 """
 
 from __future__ import annotations
@@ -128,16 +130,21 @@ def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     is that part. Copies of one value along its last dim (RoPE's cat((freqs, freqs))) are a broadcast
     (an identity kernel). A cat of one value's (negated) slices along its last dim, as rotate_half, is
     the value times a constant matrix of 0 and +-1 (exact), a matmul on the card instead of host data
-    movement."""
+    movement. Any other cat is a ``cat`` kernel (DMA only)."""
     kept = [(p, fx) for p, fx in zip(parts, b.fx.args[0], strict=True) if math.prod(p.shape)]
     if len(kept) == 1:
         return view_of(b, kept[0][0], out_shape(b))
     parts = [p for p, _ in kept]
     slices = [_signed_slice(fx) for _, fx in kept]
-    rank = len(parts[0].shape)
-    if dim % rank != rank - 1 or None in slices or len({s[0] for s in slices}) != 1:
-        raise UnsupportedError("a cat other than of slices of one value's last dim")
-    x = b.env[slices[0][0]]
+    dim %= len(parts[0].shape)
+    if dim == len(parts[0].shape) - 1 and None not in slices and len({s[0] for s in slices}) == 1:
+        return _rotated(b, b.env[slices[0][0]], slices)
+    return _joined(b, parts, dim)
+
+
+def _rotated(b: Builder, x: Value, slices: list[tuple[torch.fx.Node, int, int, float]]) -> Value:
+    """Signed slices of ``x`` along its last dim side by side: a broadcast when they are copies of x, else
+    x times a constant matrix."""
     device(x)
     n, m = x.shape[-1], sum(end - start for _, start, end, _ in slices)
     if all((start, end, sign) == (0, n, 1.0) for _, start, end, sign in slices):  # copies: a broadcast, any dtype
@@ -151,6 +158,21 @@ def cat(b: Builder, parts: list[Value], dim: int = 0) -> Value:
     rows = view_of(b, x, (math.prod(x.shape[:-1]), n))
     out = b.kernel("batchmatmul", [rows, b.value((n, m), x.dtype, const=matrix)], (rows.shape[0], m))
     return view_of(b, out, out_shape(b))
+
+
+def _joined(b: Builder, parts: list[Value], dim: int) -> Value:
+    """A ``cat`` kernel when the card computed a part (host data is copied in for it, as for any kernel)
+    and each output stick is one input stick: along the last dim, every part but the last whole sticks.
+    A cat of host data alone is input preparation, on the host."""
+    device(*parts)
+    if not b.computed.intersection(parts):
+        raise UnsupportedError("a cat of host data (input preparation)")
+    if len({p.dtype for p in parts}) > 1:
+        raise UnsupportedError("a cat of parts of different dtypes")
+    if dim == len(parts[0].shape) - 1 and any(p.shape[-1] % lanes(p.dtype) for p in parts[:-1]):
+        raise UnsupportedError("a cat along the last dim of parts not whole sticks (an output stick would take "
+                               "lanes of two)")
+    return b.kernel("cat", parts, out_shape(b), along=dim)
 
 
 def _signed_slice(fx: torch.fx.Node) -> tuple[torch.fx.Node, int, int, float] | None:

@@ -76,9 +76,9 @@ def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: st
             if name not in tensors:
                 raise ProgramError(f"unknown tensor {name!r}", source, f"{where}.{field}[{j}]")
     op = OPS[spec["op"]]
-    if len(spec["inputs"]) != op.arity:
-        raise ProgramError(f"{spec['op']} takes {op.arity} inputs, got {len(spec['inputs'])}", source,
-                           where + ".inputs")
+    if len(spec["inputs"]) < op.arity if op.or_more else len(spec["inputs"]) != op.arity:
+        raise ProgramError(f"{spec['op']} takes {op.arity}{' or more' if op.or_more else ''} inputs, got "
+                           f"{len(spec['inputs'])}", source, where + ".inputs")
     for dim in spec["work_division"]:
         if dim not in spec["dims"]:
             raise ProgramError(f"work_division names {dim!r}, which is not in dims", source,

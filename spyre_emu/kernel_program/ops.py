@@ -1,7 +1,7 @@
 """The op table: each op name, its lowering family and (pointwise) its SFU steps.
 
 Names are SuperDSC's where SuperDSC has the op; ``to_dtype`` is Inductor's (torch-spyre drops
-conversions so far); ``minimum``, ``cos``, ``sin``, the comparisons, and the fused
+conversions so far); ``cat``, ``minimum``, ``cos``, ``sin``, the comparisons, and the fused
 row ops ``softmax``, ``layernorm`` and ``rmsnorm`` (one kernel each, as the front end's fusion
 pass emits them) are spyre-emu's own. One literal table, not a registry filled by imports: a
 new op is one line here. Families are lowered by ``spyre_emu.lowering``.
@@ -15,9 +15,10 @@ Step = tuple[str, tuple[int | str, ...]]  # an SFU op and its operands: input in
 
 
 class OpSpec(NamedTuple):
-    family: str               # "pointwise", "reduction", "matmul", "rowwise", "restickify", "cast", "gather", "patches"
+    family: str               # a key of lowering.FAMILIES: "pointwise", "reduction", "matmul", "concat", ...
     arity: int                # tensor inputs
     sfu: str | tuple[Step, ...] | None = None  # pointwise: the SFU op over every input, or SFU steps
+    or_more: bool = False     # arity is the fewest inputs the op takes (cat: two or more)
 
 
 OPS: dict[str, OpSpec] = {
@@ -65,6 +66,7 @@ OPS: dict[str, OpSpec] = {
     "to_dtype": OpSpec("cast", 1),  # Inductor's name for a cast: the input's values in the output's dtype
     "embedding": OpSpec("gather", 2),  # y[r] = table[index[r]]: table rows picked by int32 indices on the card
     "patches": OpSpec("patches", 1),  # a channels-last image's windows as rows (convolution, pooling)
+    "cat": OpSpec("concat", 2, or_more=True),  # y = cat(inputs, dim): whole sticks moved by DMA
 }
 # The ops that take attributes, with their defaults (any other op takes none).
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).
@@ -73,4 +75,5 @@ ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-
          "ReStickifyOpHBM": {"perm": [], "window": []},  # perm: x's dims in y's order ([] keeps them); window:
          # a start and a stop per dim of x, flat ([] takes all of x): y = x[window].permute(perm).reshape(y.shape)
          "patches": {"image": [], "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1],
-                     "pad": 0.0}}
+                     "pad": 0.0},
+         "cat": {"dim": 0}}

@@ -21,6 +21,7 @@ from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS
 from ..unit_program import UnitProgram, parse_unit_program
 from .cast import plan_cast
+from .concat import plan_cat
 from .gather import plan_embedding
 from .lx import plan_lx
 from .matmul import plan_matmul
@@ -38,7 +39,7 @@ LX_RESERVED_BYTES = 65536  # torch-spyre keeps 64 KB + 20 % of LX for the runtim
 LX_RESERVED_SHARE = 0.2
 FAMILIES: dict[str, Planner] = {"pointwise": plan_pointwise, "matmul": plan_matmul, "reduction": plan_reduction,
                                 "rowwise": plan_rowwise, "restickify": plan_restickify, "cast": plan_cast,
-                                "gather": plan_embedding, "patches": plan_patches}
+                                "gather": plan_embedding, "patches": plan_patches, "concat": plan_cat}
 LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast", "matmul"}  # families that read and write LX tensors
 
 

@@ -46,29 +46,36 @@ def lower_blocks(core: CoreStreams, *, x: str, y: str, blocks: list[tuple[np.nda
         core.wire_chunk(q, loads, work, stores)
 
 
-def lower_gather(core: CoreStreams, *, x: str, y: str, pairs: np.ndarray, budget: int, step: Stepper) -> None:
-    """Same stick dim: ``pairs[:, j]`` = (input stick, output stick) of the core's j-th output stick."""
+def lower_gather(core: CoreStreams, *, x: tuple[str, ...], y: str, pairs: np.ndarray, budget: int,
+                 step: Stepper) -> None:
+    """Whole sticks: ``pairs[:, j]`` = (input tensor in ``x``, its stick, output stick) of the core's j-th
+    output stick."""
     per_set = step(pairs.shape[1], budget // 2)
     for q, start in enumerate(range(0, pairs.shape[1], per_set)):
         at = (q % 2) * per_set * STICK_BYTES
         part = pairs[:, start:start + per_set]
-        loads = moves(core, "load", x, part[0], at)
-        stores = moves(core, "store", y, part[1], at)
+        loads = moves(core, "load", x, part[1], at, part[0])
+        stores = moves(core, "store", y, part[2], at)
         loads[-1].setdefault("signal", []).append(f"{core.tag}q{q}.loaded")
         stores[0].setdefault("wait", []).append(f"{core.tag}q{q}.loaded")
         core.wire_chunk(q, loads, {}, stores)
 
 
-def moves(core: CoreStreams, unit: str, tensor: str, ids: np.ndarray, lx: int) -> list[Item]:
+def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.ndarray, lx: int,
+          which: np.ndarray | None = None) -> list[Item]:
     """DMA between device sticks ``ids`` and consecutive LX slots from ``lx`` (slot i <-> ids[i];
-    -1 skips the slot), one instruction per run consecutive in both."""
+    -1 skips the slot), one instruction per run consecutive in both and in one tensor: ``tensor``, or
+    ``tensor[which[i]]`` for slot i (a cat's inputs)."""
+    names = (tensor,) if isinstance(tensor, str) else tensor
+    which = np.zeros_like(ids) if which is None else which
     items = []
     slots = np.flatnonzero(ids >= 0)
     if not slots.size:
         return items
-    breaks = np.flatnonzero((np.diff(slots) != 1) | (np.diff(ids[slots]) != 1)) + 1
+    breaks = np.flatnonzero((np.diff(slots) != 1) | (np.diff(ids[slots]) != 1) | (np.diff(which[slots]) != 0)) + 1
     for run in np.split(slots, breaks):
-        items += core.dma(unit, tensor, [(int(ids[run[0]]), len(run))], lx + int(run[0]) * STICK_BYTES)
+        items += core.dma(unit, names[which[run[0]]], [(int(ids[run[0]]), len(run))],
+                          lx + int(run[0]) * STICK_BYTES)
     return items
 
 
@@ -92,10 +99,10 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     for core, runs in core_runs(y, div).items():
         ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
         stick, lane = _sources(x, y, perm, window, ids)
-        gathered = _gathered(stick, lane)
+        gathered = gathered_sticks(stick, lane)
         if gathered.all():
-            pairs = np.stack([_first(stick), ids])
-            shares[core] = partial(lower_gather, x=tensors[0].name, y=tensors[1].name, pairs=pairs,
+            pairs = np.stack([np.zeros_like(ids), first_source(stick), ids])
+            shares[core] = partial(lower_gather, x=(tensors[0].name,), y=tensors[1].name, pairs=pairs,
                                    budget=target.budget, step=target.stepper(kernel))
             continue
         blocks = _blocks(stick, lane, ids, (src, where))
@@ -120,34 +127,46 @@ def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], window: li
              ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For output sticks ``ids`` and each lane, the input stick and lane holding that element of
     y = x[window].permute(perm).reshape(y.shape); -1 for the output's padding lanes."""
+    at, valid = lane_hosts(y, ids)
+    flat = np.ravel_multi_index(tuple(np.where(valid, a, 0) for a in at), y.shape)
+    permuted = np.unravel_index(flat, tuple(window[d][1] - window[d][0] for d in perm))
+    host = np.empty((len(x.shape), *flat.shape), np.int64)
+    for i, d in enumerate(perm):
+        host[d] = permuted[i] + window[d][0]
+    stick, lane = stick_lanes(x, host)
+    return np.where(valid, stick, -1), np.where(valid, lane, -1)
+
+
+def lane_hosts(y: TensorLayout, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The host index of every lane of output sticks ``ids`` ([y dims, sticks, lanes]) and which lanes
+    hold an element (not padding)."""
     lanes, b = elems_per_stick(y.dtype), dim_map(y)[-1]
-    at = np.repeat(stick_hosts(y)[0][:, ids, None], lanes, axis=2)  # [y dims, sticks, lanes]
+    at = np.repeat(stick_hosts(y)[0][:, ids, None], lanes, axis=2)
     valid = np.zeros(at.shape[1:], bool)
     if b >= 0:
         at[b] += np.arange(lanes)
         valid = at[b] < y.shape[b]
     else:
         valid[:, 0] = True
-    flat = np.ravel_multi_index(tuple(np.where(valid, a, 0) for a in at), y.shape)
-    permuted = np.unravel_index(flat, tuple(window[d][1] - window[d][0] for d in perm))
-    host = np.empty((len(x.shape), *flat.shape), np.int64)
-    for i, d in enumerate(perm):
-        host[d] = permuted[i] + window[d][0]
-    stick = stick_of(x, host.reshape(len(x.shape), -1)).reshape(flat.shape)
+    return at, valid
+
+
+def stick_lanes(x: TensorLayout, host: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The device stick and lane of x holding each host index (``host``: [x dims, ...])."""
+    stick = stick_of(x, host.reshape(len(x.shape), -1)).reshape(host.shape[1:])
     a = dim_map(x)[-1]
-    lane = host[a] % lanes if a >= 0 else np.zeros_like(stick)
-    return np.where(valid, stick, -1), np.where(valid, lane, -1)
+    return stick, host[a] % elems_per_stick(x.dtype) if a >= 0 else np.zeros_like(stick)
 
 
-def _first(stick: np.ndarray) -> np.ndarray:
+def first_source(stick: np.ndarray) -> np.ndarray:
     """Each output stick's first valid source stick."""
     return stick[np.arange(len(stick)), (stick >= 0).argmax(axis=1)]
 
 
-def _gathered(stick: np.ndarray, lane: np.ndarray) -> np.ndarray:
+def gathered_sticks(stick: np.ndarray, lane: np.ndarray) -> np.ndarray:
     """Output sticks that are one input stick, lane for lane."""
     padding = stick < 0
-    one_source = (padding | (stick == _first(stick)[:, None])).all(axis=1)
+    one_source = (padding | (stick == first_source(stick)[:, None])).all(axis=1)
     in_place = (padding | (lane == np.arange(lane.shape[1]))).all(axis=1)
     return one_source & in_place
 

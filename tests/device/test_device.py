@@ -220,7 +220,8 @@ def test_fallbacks_are_counted_and_named(device):
 
 
 def test_a_fallback_moves_its_device_operands_over_pcie(device):
-    """cat has no kernel: its two device operands (64 B and 32 B) go to the host, the result (96 B) back."""
+    """An eager cat has no kernel (its one-op graph's parts are inputs, host data to the front end): its two
+    device operands (64 B and 32 B) go to the host, the result (96 B) back."""
     a, b = torch.ones(16).to(device), torch.zeros(8).to(device)
     first = len(state.current().log.entries)
     torch.cat([a, b])

@@ -47,6 +47,9 @@ def test_default_call_matches_eager(name):
         assert rep.fallbacks == []
         assert rep.crossings == []
         assert any(k["op"] == "embedding" for k in rep.kernels)  # the token lookup is a kernel
+    if name == "vit":  # the class token and the patches joined by a cat kernel, not through the host
+        assert (rep.fallbacks, rep.crossings) == ([], [])
+        assert any(k["op"] == "cat" for k in rep.kernels)
     if name == "resnet18":  # convolutions and pooling on the card; the 3-channel stem's padding is not a stick
         assert [f["op"] for f in rep.fallbacks] == ["aten.constant_pad_nd.default"]
 
@@ -76,4 +79,6 @@ def test_generate_matches_eager_token_for_token(name, cache, steps):
             got = generate(ids, max_new_tokens=steps, do_sample=False, **extra)
     assert torch.equal(got, want)
     assert len(reports) == steps
+    if cache == "dynamic":  # each decode step grows the cache by a cat kernel on the card
+        assert all(any(k["op"] == "cat" for k in r.kernels) for r in reports[1:])
     assert ("forward" in model.__dict__) == (cache == "static")

@@ -32,6 +32,7 @@ REFERENCE = {
     "mlp_gelu_kernels": lambda t: _gelu(t["x"] @ t["w"] + t["bias"]),
     "row_sum_split_kernels": lambda t: t["x"].sum(-1, keepdims=True),
     "restickify_kernels": lambda t: t["x"],
+    "cat_kernels": lambda t: np.concatenate([t["past"], t["new"]], 1),
 }
 SCALE = {"mlp_gelu_kernels": {"x": 0.05, "w": 0.05}}  # keeps the products in fp16's range
 

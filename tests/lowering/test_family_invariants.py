@@ -15,6 +15,7 @@ FAMILIES = {  # op, input shapes, output shape, division on 32 cores
     "rowwise": ("softmax", [[M, N]], [M, N], {"d0": 32}),
     "restickify": ("ReStickifyOpHBM", [[M, N]], [M, N], {"d0": 8, "d1": 4}),
     "matmul": ("batchmatmul", [[M, N], [N, N]], [M, N], {"mb": 8, "out": 4}),
+    "concat": ("cat", [[M // 2, N], [M // 4, N], [M // 4, N]], [M, N], {"d0": 8, "d1": 4}),
 }
 
 

@@ -104,6 +104,8 @@ def _emit(graph: Graph, seg: Segment, later: set[str]) -> None:
         spec = {"shape": list(t.dshape), "dtype": t.dtype, "role": role}
         if t.space != "dram" and role == "intermediate":
             spec["space"] = t.space
+            if t.in_place_of is not None:
+                spec["in_place_of"] = seg.names[t.in_place_of]
         tensors[seg.names[name]] = spec
     seg.data = {"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                 "kernels": [_kernel(k, seg.names) for k in seg.kernels]}

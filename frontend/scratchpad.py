@@ -9,7 +9,9 @@ the tensor's (an A's columns, K, whole on a core, so the matmul's columns are un
 B, never a restickify; work_division.py aligns attention's chains so). Candidates are taken in
 program order while, at every kernel, the residents live at the same time leave the kernel its
 own room: half the usable LX per core for its double-buffered chunks, or what a matmul needs for
-its C tile and two K chunks. The rest stays in DRAM.
+its C tile and two K chunks. The rest stays in DRAM. A pointwise or row-wise kernel whose LX input of the
+same layout it reads last (and, per the lowering's rule, stick by stick before writing it: lowering/lx.py)
+writes its LX output over that input (``in_place_of``): the two take one place, counted once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import math
 from spyre_emu.config import Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import DeviceTensor, Graph, Node
 from .program import Segment, Step
@@ -72,11 +75,23 @@ def _plan_segment(graph: Graph, seg: Segment, budgets: list[int], elsewhere: set
         if not _same_slices(t, kernels):
             continue
         sticks = _sticks_per_core(t, kernels[0])
-        span = range(uses[0], uses[-1] + 1)
+        over = _overwritten(graph, seg.kernels[uses[0]], t, touching, uses[0])
+        span = range(uses[0] + (over is not None), uses[-1] + 1)  # in place: the input's sticks hold it there
         if all(live[i] + sticks <= budgets[i] for i in span):
-            t.space = "lx"
+            t.space, t.in_place_of = "lx", over
             for i in span:
                 live[i] += sticks
+
+
+def _overwritten(graph: Graph, kernel: Node, t: DeviceTensor, touching: dict[str, list[int]], at: int) -> str | None:
+    """The LX input ``kernel`` (the ``at``-th of the segment, writing ``t``) may write ``t`` over: one of ``t``'s
+    shape and dtype that no later kernel reads and whose every stick the kernel reads before writing it."""
+    if kernel.tensors[-1] != t.name:
+        return None
+    inputs = tuple(kernel.tensors[:-1])
+    return next((n for n in dict.fromkeys(inputs) if graph.tensors[n].space == "lx" and touching[n][-1] == at
+                 and (graph.tensors[n].dshape, graph.tensors[n].dtype) == (t.dshape, t.dtype)
+                 and reads_before_writing(kernel.op, inputs, n)), None)
 
 
 def _same_slices(t: DeviceTensor, kernels: list[Node]) -> bool:

@@ -20,6 +20,7 @@ import math
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import Graph, Node, blame
 from .layout import REDUCTIONS, RESTICKIFY
@@ -80,8 +81,9 @@ def row_chains(graph: Graph) -> list[list[Node]]:
 
 def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> None:
     """Give a row chain one split of its batches and rows, columns whole, so that its tensors can stay in LX
-    (scratchpad.py: each core finds its own slice in its own LX) where two of them fit in the half of LX a
-    pointwise or row-wise kernel leaves. Of those splits, the cheapest by the matmuls' estimates (within 5 %,
+    (scratchpad.py: each core finds its own slice in its own LX) where those live at once fit in the half of LX a
+    pointwise or row-wise kernel leaves: one when every such kernel writes its result over the tensor it reads
+    (``_in_place``), else two. Of those splits, the cheapest by the matmuls' estimates (within 5 %,
     the one using most cores), as a matmul's own split is chosen; taken only if its matmuls' estimate exceeds
     that of their own splits by less than the DRAM time the chain's tensors would take (each written and read
     once at the card's sustained rate). Only splits that give a core at least a PT pass of rows: a decode's
@@ -91,8 +93,9 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
     lead, per_row = c.dshape[:-1], -(-c.dshape[-1] // elems_per_stick(c.dtype))
     batch, m = (lead[0], lead[1]) if len(lead) == 2 else (1, lead[0])
     matmuls = [k for k in (chain[0], chain[-1]) if k.op == "batchmatmul"]
+    live = 1 if _in_place(graph, chain) else 2
     splits = [(x, r) for x, r, cols in _matmul_splits(batch, m, STICK, cores) if cols == 1 and m // r >= PT_ROWS
-              and 2 * (batch // x) * (m // r) * per_row <= usable_lx_sticks(machine) // 2]
+              and live * (batch // x) * (m // r) * per_row <= usable_lx_sticks(machine) // 2]
     if not splits:
         return
 
@@ -111,6 +114,14 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
             node.slices = {d: {"x": x, "mb": r}.get(d, 1) for d in node.dims}
         else:
             node.slices = dict(zip(node.dims, [x, r, 1] if len(lead) == 2 else [r, 1], strict=True))
+
+
+def _in_place(graph: Graph, chain: list[Node]) -> bool:
+    """Whether each pointwise or row-wise kernel of a row chain may write its result over the chain's tensor it
+    reads (its last reader: scratchpad.py, lowering/lx.py), so that one of the chain's tensors is in LX at a time."""
+    return all(graph.tensors[prev.tensors[-1]].dtype == graph.tensors[node.tensors[-1]].dtype
+               and reads_before_writing(node.op, tuple(node.tensors[:-1]), prev.tensors[-1])
+               for prev, node in zip(chain, chain[1:], strict=False) if node.op != "batchmatmul")
 
 
 def dim_names(rank: int) -> list[str]:

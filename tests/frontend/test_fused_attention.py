@@ -20,6 +20,10 @@ def _sdpa(q, k, v):
     return F.scaled_dot_product_attention(q, k, v)
 
 
+def _sdpa_masked(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
 def _run(heads, length, options=None):
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(1, heads, length, 64, generator=g).half() for _ in range(3))
@@ -46,14 +50,38 @@ def test_sdpa_is_one_launch_with_its_scores_in_lx_and_gives_torchs_values():
 
 
 def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
-    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two of them (the mul's input and
-    output) do not fit in half the usable LX (6,348 sticks), so the chain is not aligned and its scores go
-    through DRAM; 2 heads (2,048 sticks per core) are aligned into one launch."""
-    _, _, programs = _run(4, 512, {"cores": 4, "functional": False})
+    """On 4 cores, 8 heads of 512 × 512 scores are 8,192 sticks per core: not even one score tensor fits in half
+    the usable LX (6,348 sticks), so the chain is not aligned and its scores go through DRAM."""
+    _, _, programs = _run(8, 512, {"cores": 4, "functional": False})
     assert len(programs) > 1
     assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
-    got, want, programs = _run(2, 512, {"cores": 4})
+
+
+def test_a_chain_whose_scores_fit_once_runs_its_softmax_over_them():
+    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two score tensors would not fit in half
+    the usable LX, one does. The scale writes its result over the scores and the softmax its result over that
+    (one LX region), so the chain is one launch; torch's values (with a key-padding mask: B=4 as torch-spyre
+    issue 4784 runs it, on fewer heads and cores)."""
+    got, want, programs = _run(4, 512, {"cores": 4})
     assert len(programs) == 1
+    tensors = programs[0]["tensors"]
+    kernels = {k["op"]: k for k in programs[0]["kernels"]}
+    for op in ("mul", "softmax"):
+        (x,), (y,) = kernels[op]["inputs"][:1], kernels[op]["outputs"]
+        assert tensors[y]["in_place_of"] == x
+    assert_matches(got, want)
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(4, 1, 512, 64, generator=g).half() for _ in range(3))
+    mask = torch.zeros(4, 1, 1, 512).half()
+    for b, keep in enumerate((512, 300, 129, 1)):
+        mask[b, ..., keep:] = float("-inf")
+    with torch.no_grad():
+        got = torch.compile(_sdpa_masked, backend="spyre_emu", dynamic=False, options={"cores": 4})(q, k, v, mask)
+        want = _sdpa_masked(q.float(), k.float(), v.float(), mask.float())
+    programs = last_report().kernel_programs
+    assert len(programs) == 1
+    assert [k["op"] for k in programs[0]["kernels"]] == ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
+    assert sum("in_place_of" in t for t in programs[0]["tensors"].values()) == 3
     assert_matches(got, want)
 
 

@@ -21,11 +21,12 @@ import math
 from spyre_emu.config import Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import usable_lx_sticks
 from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import DeviceTensor, Graph, Node
 from .program import Segment, Step
-from .work_division import matmul_lx_sticks, usable_lx_sticks
+from .work_division import matmul_lx_sticks
 
 LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
@@ -36,7 +37,7 @@ def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine, dram: fro
     usable = usable_lx_sticks(machine)
     for seg in (s for s in steps if isinstance(s, Segment)):
         _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels],
-                      _read_elsewhere(steps, seg) | dram)
+                      _read_elsewhere(graph, steps, seg) | dram)
 
 
 def _room(kernel: Node, usable: int) -> int:
@@ -46,14 +47,16 @@ def _room(kernel: Node, usable: int) -> int:
     return usable // 2
 
 
-def _read_elsewhere(steps: list[Step], seg: Segment) -> set[str]:
-    """Tensors another step reads: they must reach DRAM."""
+def _read_elsewhere(graph: Graph, steps: list[Step], seg: Segment) -> set[str]:
+    """Tensors another step reads, or whose values the host prepares another step's input from (an upload of a
+    computed value): they must reach DRAM."""
     out: set[str] = set()
     for step in steps:
         if step is seg:
             continue
         if isinstance(step, Segment):
-            out |= {n for k in step.kernels for n in k.tensors}
+            names = {n for k in step.kernels for n in k.tensors}
+            out |= names | {graph.tensors[n].value.root.name for n in names if graph.tensors[n].upload}
         else:
             out |= {v.root.name for v in step.inputs}
     return out

@@ -20,6 +20,7 @@ import math
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import usable_lx_sticks
 from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import Graph, Node, blame
@@ -30,8 +31,6 @@ ROWWISE = ("softmax", "layernorm", "rmsnorm", "embedding")  # each row on one co
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal
-LX_RESERVED_BYTES = 65536   # torch-spyre keeps 64 KB + 20 % of LX for the runtime (as the lowering does)
-LX_RESERVED_SHARE = 0.2
 FOLD_CYCLES, FOLD_STICK_CYCLES = 90, 23  # a reduction step over one position of the reduced dim, and per
 COMBINE_CYCLES = 5   # output stick; folding in one member's partials: fitted to sums over (4 | 64 | 512, 4096)
 MIN_K_CHUNK = 8     # the lowering wants two chunks of at least 8 K sticks beside a core's C tile
@@ -202,11 +201,6 @@ def _greedy(units: list[int], splittable: list[bool], cores: int) -> list[int]:
             out[d] = max(g for g in divisors(units[d]) if g <= left)
             left //= out[d]
     return out
-
-
-def usable_lx_sticks(machine: Machine) -> int:
-    """LX sticks per core the kernels may use."""
-    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // STICK_BYTES
 
 
 def matmul_lx_sticks(rows: int, k: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..config import DTYPE_BYTES, Machine
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, device_bytes
 from ..kernel_program.model import Kernel
@@ -67,7 +67,7 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
 
 def usable_lx_sticks(machine: Machine) -> int:
     """LX sticks per core the kernels may use."""
-    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
+    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // STICK_BYTES
 
 
 def _check_card(program: KernelProgram, machine: Machine) -> None:

@@ -76,7 +76,7 @@ def plan_lx(program: KernelProgram, usable_sticks: int) -> LxPlan:
                 base = _place(program, name, size, live, usable_sticks, kernel.path)
                 live.append((base, base + size, name))
             else:
-                base = _over(program, i, name, sticks, residents.get(over), last) // STICK_BYTES
+                base = _over(program, i, name, sticks, residents.get(over), last)
                 live = [(b, e, name if n == over else n) for b, e, n in live]
             residents[name] = Resident(name, base * STICK_BYTES, sticks)
         budgets.append(min((b for b, _, _ in live), default=usable_sticks))
@@ -104,7 +104,7 @@ def _place(program: KernelProgram, name: str, size: int, live: list[tuple[int, i
 
 def _over(program: KernelProgram, index: int, name: str, sticks: dict[int, np.ndarray], res: Resident | None,
           last: dict[str, int]) -> int:
-    """The LX byte base of the tensor ``name`` is written over (``in_place_of``), after checking that kernel
+    """The base (in sticks) of the tensor ``name`` is written over (``in_place_of``), after checking that kernel
     ``index`` may write it there."""
     kernel, tensor = program.kernels[index], program.tensors[name]
     over, path = tensor.in_place_of, kernel.path + ".outputs"
@@ -122,7 +122,7 @@ def _over(program: KernelProgram, index: int, name: str, sticks: dict[int, np.nd
         raise refuse("it must have the same layout and no lx_offset")
     if sticks.keys() != res.sticks.keys() or any(not np.array_equal(ids, res.sticks[c]) for c, ids in sticks.items()):
         raise refuse(f"{kernel.name!r} gives the cores other slices than {over!r} has")
-    return res.base
+    return res.base // STICK_BYTES
 
 
 def reads_before_writing(op: str, inputs: tuple[str, ...], name: str) -> bool:

@@ -129,3 +129,14 @@ def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
     with pytest.raises(ProgramError, match=r"'yl' in place of 'rl': layernormnorm does not read every stick of 'rl'"):
         load(path, spyre)
+
+
+def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):
+    """Attention over 3 batches of 128 × 128 scores, each core 64 rows of 2 sticks: 128 sticks of scores. Out of
+    place the probabilities go below the live scores, so the softmax and P·V have ``usable - 256`` sticks for their
+    chunk buffers; in place, ``usable - 128``, as Q·Kᵀ has."""
+    usable = usable_lx_sticks(spyre)
+    for in_place, held in ((False, [128, 256, 256]), (True, [128, 128, 128])):
+        _attention(tmp_path, spyre, 3, 128, (3, 2), in_place=in_place)
+        program = load_kernel_program(tmp_path / f"lx{'_in_place' * in_place}.json")
+        assert plan_lx(program, usable).budgets == [usable - n for n in held]

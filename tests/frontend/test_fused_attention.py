@@ -117,3 +117,23 @@ def test_a_decode_chain_with_fewer_query_rows_than_a_pt_pass_keeps_its_own_split
     assert first["op"] == "batchmatmul"
     assert first["work_division"].get("out", 1) > 1
     assert_matches(got, _sdpa(q.float(), k.float(), v.float()))
+
+
+def test_a_causal_mask_folded_at_compile_time_does_not_cut_the_attention_launch():
+    """The causal mask is computed from no graph input (arange, comparisons: folded constants, host steps at
+    compile time); placed where the graph computes it, between the scale and the mask's add, it cut the launch
+    and sent the scaled scores through DRAM. Before the segment instead, Q·Kᵀ to P·V is one launch."""
+    def causal(q, k, v):
+        n = q.shape[-2]
+        keep = torch.arange(n)[:, None] >= torch.arange(n)[None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(1, 4, 128, 64, generator=g).half() for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(causal, backend="spyre_emu", dynamic=False)(q, k, v)
+        want = causal(q.float(), k.float(), v.float())
+    programs = last_report().kernel_programs
+    assert [[k["op"] for k in p["kernels"]] for p in programs] == [["batchmatmul", "mul", "add", "softmax",
+                                                                     "batchmatmul"]]
+    assert_matches(got, want)

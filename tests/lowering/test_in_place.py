@@ -23,10 +23,11 @@ from tests.lowering.test_rowwise import _program, _reference
 from tests.reference.test_differential import assert_agree
 
 
-def _in_place(path, y, x, name="in_place"):
+def _in_place(path, y, x):
+    """A copy of the program at ``path`` with LX tensor ``y`` written over ``x``."""
     data = json.loads(path.read_text())
     data["tensors"][y]["in_place_of"] = x
-    out = path.with_name(f"{name}_{path.name}")
+    out = path.with_name(f"in_place_{path.name}")
     out.write_text(json.dumps(data))
     return out
 

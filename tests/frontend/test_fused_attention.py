@@ -9,9 +9,12 @@ F = torch.nn.functional
 
 from spyre_emu.frontend import last_report  # noqa: E402
 
+from spyre_emu import pipeline  # noqa: E402
+from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.errors import ProgramError  # noqa: E402
 from spyre_emu.lowering import matmul  # noqa: E402
 from tests.frontend.conftest import assert_matches  # noqa: E402
+from tests.reference.test_differential import assert_agree  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -61,7 +64,7 @@ def test_a_chain_whose_scores_fit_once_runs_its_softmax_over_them():
     """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two score tensors would not fit in half
     the usable LX, one does. The scale writes its result over the scores and the softmax its result over that
     (one LX region), so the chain is one launch; torch's values (with a key-padding mask: B=4 as torch-spyre
-    issue 4784 runs it, on fewer heads and cores)."""
+    issue 4784 runs it, on fewer heads and cores), and the reference simulator's times for it."""
     got, want, programs = _run(4, 512, {"cores": 4})
     assert len(programs) == 1
     tensors = programs[0]["tensors"]
@@ -83,6 +86,8 @@ def test_a_chain_whose_scores_fit_once_runs_its_softmax_over_them():
     assert [k["op"] for k in programs[0]["kernels"]] == ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
     assert sum("in_place_of" in t for t in programs[0]["tensors"].values()) == 3
     assert_matches(got, want)
+    machine = load_machine()
+    assert_agree(pipeline.parse(programs[0], machine, "attention").units, machine)  # the reference's times
 
 
 def test_a_matmul_the_lowering_refuses_with_lx_operands_keeps_them_in_dram(monkeypatch):

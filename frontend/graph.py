@@ -94,6 +94,7 @@ class DeviceTensor:
     upload: bool
     expand: tuple[int, ...] | None = None
     space: str = "dram"          # "dram" or "lx", set by the scratchpad pass
+    in_place_of: str | None = None  # an LX tensor it is written over (scratchpad pass)
 
 
 @dataclass

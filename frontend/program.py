@@ -37,12 +37,14 @@ Step = Segment | Node
 
 
 def split_steps(graph: Graph) -> list[Step]:
-    """Host steps and segments of consecutive kernels, in program order."""
+    """Host steps and segments of consecutive kernels, in program order; a folded constant (a causal mask), which
+    reads nothing the card computes, goes before the segment being built instead of cutting it."""
     steps: list[Step] = []
     produced: set[Value] = set()
     for node in graph.nodes:
         if not node.is_kernel:
-            steps.append(node)
+            hoist = node.host == "constant" and bool(steps) and isinstance(steps[-1], Segment)
+            steps.insert(len(steps) - hoist, node)
             continue
         through_host = any(graph.tensors[n].upload and graph.tensors[n].value.root in produced
                            for n in node.tensors[:-1])
@@ -104,6 +106,8 @@ def _emit(graph: Graph, seg: Segment, later: set[str]) -> None:
         spec = {"shape": list(t.dshape), "dtype": t.dtype, "role": role}
         if t.space != "dram" and role == "intermediate":
             spec["space"] = t.space
+            if t.in_place_of is not None:
+                spec["in_place_of"] = seg.names[t.in_place_of]
         tensors[seg.names[name]] = spec
     seg.data = {"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                 "kernels": [_kernel(k, seg.names) for k in seg.kernels]}

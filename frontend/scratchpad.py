@@ -9,7 +9,9 @@ the tensor's (an A's columns, K, whole on a core, so the matmul's columns are un
 B, never a restickify; work_division.py aligns attention's chains so). Candidates are taken in
 program order while, at every kernel, the residents live at the same time leave the kernel its
 own room: half the usable LX per core for its double-buffered chunks, or what a matmul needs for
-its C tile and two K chunks. The rest stays in DRAM.
+its C tile and two K chunks. The rest stays in DRAM. A pointwise or row-wise kernel whose LX input of the
+same layout it reads last (and, per the lowering's rule, stick by stick before writing it: lowering/lx.py)
+writes its LX output over that input (``in_place_of``): the two take one place, counted once.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import math
 from spyre_emu.config import Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import usable_lx_sticks
+from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import DeviceTensor, Graph, Node
 from .program import Segment, Step
-from .work_division import matmul_lx_sticks, usable_lx_sticks
+from .work_division import matmul_lx_sticks
 
 LX_FAMILIES = ("pointwise", "reduction", "rowwise")
 
@@ -33,7 +37,7 @@ def plan_scratchpad(graph: Graph, steps: list[Step], machine: Machine, dram: fro
     usable = usable_lx_sticks(machine)
     for seg in (s for s in steps if isinstance(s, Segment)):
         _plan_segment(graph, seg, [usable - _room(k, usable) for k in seg.kernels],
-                      _read_elsewhere(steps, seg) | dram)
+                      _read_elsewhere(graph, steps, seg) | dram)
 
 
 def _room(kernel: Node, usable: int) -> int:
@@ -43,14 +47,16 @@ def _room(kernel: Node, usable: int) -> int:
     return usable // 2
 
 
-def _read_elsewhere(steps: list[Step], seg: Segment) -> set[str]:
-    """Tensors another step reads: they must reach DRAM."""
+def _read_elsewhere(graph: Graph, steps: list[Step], seg: Segment) -> set[str]:
+    """Tensors another step reads, or whose values the host prepares another step's input from (an upload of a
+    computed value): they must reach DRAM."""
     out: set[str] = set()
     for step in steps:
         if step is seg:
             continue
         if isinstance(step, Segment):
-            out |= {n for k in step.kernels for n in k.tensors}
+            names = {n for k in step.kernels for n in k.tensors}
+            out |= names | {graph.tensors[n].value.root.name for n in names if graph.tensors[n].upload}
         else:
             out |= {v.root.name for v in step.inputs}
     return out
@@ -72,11 +78,23 @@ def _plan_segment(graph: Graph, seg: Segment, budgets: list[int], elsewhere: set
         if not _same_slices(t, kernels):
             continue
         sticks = _sticks_per_core(t, kernels[0])
-        span = range(uses[0], uses[-1] + 1)
+        over = _overwritten(graph, seg.kernels[uses[0]], t, touching, uses[0])
+        span = range(uses[0] + (over is not None), uses[-1] + 1)  # in place: the input's sticks hold it there
         if all(live[i] + sticks <= budgets[i] for i in span):
-            t.space = "lx"
+            t.space, t.in_place_of = "lx", over
             for i in span:
                 live[i] += sticks
+
+
+def _overwritten(graph: Graph, kernel: Node, t: DeviceTensor, touching: dict[str, list[int]], at: int) -> str | None:
+    """The LX input ``kernel`` (the ``at``-th of the segment, writing ``t``) may write ``t`` over: one of ``t``'s
+    shape and dtype that no later kernel reads and whose every stick the kernel reads before writing it."""
+    if kernel.tensors[-1] != t.name:
+        return None
+    inputs = tuple(kernel.tensors[:-1])
+    return next((n for n in dict.fromkeys(inputs) if graph.tensors[n].space == "lx" and touching[n][-1] == at
+                 and (graph.tensors[n].dshape, graph.tensors[n].dtype) == (t.dshape, t.dtype)
+                 and reads_before_writing(kernel.op, inputs, n)), None)
 
 
 def _same_slices(t: DeviceTensor, kernels: list[Node]) -> bool:

@@ -20,6 +20,8 @@ import math
 from spyre_emu.config import STICK_BYTES, Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
+from spyre_emu.lowering import usable_lx_sticks
+from spyre_emu.lowering.lx import reads_before_writing
 
 from .graph import Graph, Node, blame
 from .layout import REDUCTIONS, RESTICKIFY
@@ -29,8 +31,6 @@ ROWWISE = ("softmax", "layernorm", "rmsnorm", "embedding")  # each row on one co
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal
-LX_RESERVED_BYTES = 65536   # torch-spyre keeps 64 KB + 20 % of LX for the runtime (as the lowering does)
-LX_RESERVED_SHARE = 0.2
 FOLD_CYCLES, FOLD_STICK_CYCLES = 90, 23  # a reduction step over one position of the reduced dim, and per
 COMBINE_CYCLES = 5   # output stick; folding in one member's partials: fitted to sums over (4 | 64 | 512, 4096)
 MIN_K_CHUNK = 8     # the lowering wants two chunks of at least 8 K sticks beside a core's C tile
@@ -80,8 +80,9 @@ def row_chains(graph: Graph) -> list[list[Node]]:
 
 def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> None:
     """Give a row chain one split of its batches and rows, columns whole, so that its tensors can stay in LX
-    (scratchpad.py: each core finds its own slice in its own LX) where two of them fit in the half of LX a
-    pointwise or row-wise kernel leaves. Of those splits, the cheapest by the matmuls' estimates (within 5 %,
+    (scratchpad.py: each core finds its own slice in its own LX) where those live at once fit in the half of LX a
+    pointwise or row-wise kernel leaves: one when every such kernel writes its result over the tensor it reads
+    (``_in_place``), else two. Of those splits, the cheapest by the matmuls' estimates (within 5 %,
     the one using most cores), as a matmul's own split is chosen; taken only if its matmuls' estimate exceeds
     that of their own splits by less than the DRAM time the chain's tensors would take (each written and read
     once at the card's sustained rate). Only splits that give a core at least a PT pass of rows: a decode's
@@ -91,8 +92,9 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
     lead, per_row = c.dshape[:-1], -(-c.dshape[-1] // elems_per_stick(c.dtype))
     batch, m = (lead[0], lead[1]) if len(lead) == 2 else (1, lead[0])
     matmuls = [k for k in (chain[0], chain[-1]) if k.op == "batchmatmul"]
+    live = 1 if _in_place(graph, chain) else 2
     splits = [(x, r) for x, r, cols in _matmul_splits(batch, m, STICK, cores) if cols == 1 and m // r >= PT_ROWS
-              and 2 * (batch // x) * (m // r) * per_row <= usable_lx_sticks(machine) // 2]
+              and live * (batch // x) * (m // r) * per_row <= usable_lx_sticks(machine) // 2]
     if not splits:
         return
 
@@ -111,6 +113,14 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
             node.slices = {d: {"x": x, "mb": r}.get(d, 1) for d in node.dims}
         else:
             node.slices = dict(zip(node.dims, [x, r, 1] if len(lead) == 2 else [r, 1], strict=True))
+
+
+def _in_place(graph: Graph, chain: list[Node]) -> bool:
+    """Whether each pointwise or row-wise kernel of a row chain may write its result over the chain's tensor it
+    reads (its last reader: scratchpad.py, lowering/lx.py), so that one of the chain's tensors is in LX at a time."""
+    return all(graph.tensors[prev.tensors[-1]].dtype == graph.tensors[node.tensors[-1]].dtype
+               and reads_before_writing(node.op, tuple(node.tensors[:-1]), prev.tensors[-1])
+               for prev, node in zip(chain, chain[1:], strict=False) if node.op != "batchmatmul")
 
 
 def dim_names(rank: int) -> list[str]:
@@ -191,11 +201,6 @@ def _greedy(units: list[int], splittable: list[bool], cores: int) -> list[int]:
             out[d] = max(g for g in divisors(units[d]) if g <= left)
             left //= out[d]
     return out
-
-
-def usable_lx_sticks(machine: Machine) -> int:
-    """LX sticks per core the kernels may use."""
-    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // STICK_BYTES
 
 
 def matmul_lx_sticks(rows: int, k: int) -> int:

@@ -58,15 +58,16 @@ def _tensor(name: str, spec: dict[str, Any], base: Path, source: str) -> Tensor:
     except SpyreEmuError as exc:
         raise ProgramError(exc.message, source, where + ".layout") from None
     space = spec.get("space", "dram")
-    for field, needs in (("dram_address", "dram"), ("lx_offset", "lx")):
+    for field, needs in (("dram_address", "dram"), ("lx_offset", "lx"), ("in_place_of", "lx")):
         if field in spec and space != needs:
             raise ProgramError(f"{field} places a tensor in {needs}; this one is in {space}", source,
                                f"{where}.{field}")
+    for field in ("dram_address", "lx_offset"):
         if spec.get(field, 0) % 128:
             raise ProgramError(f"{field} {spec[field]} is not a multiple of 128 B", source, f"{where}.{field}")
     data = program_input(base, spec["data"], source, where + ".data") if "data" in spec else None
     return Tensor(name, layout, spec["role"], space, data, spec.get("init", "zeros"), spec.get("dram_address"),
-                  spec.get("lx_offset"))
+                  spec.get("lx_offset"), spec.get("in_place_of"))
 
 
 def _kernel(i: int, spec: dict[str, Any], tensors: dict[str, Tensor], source: str) -> Kernel:

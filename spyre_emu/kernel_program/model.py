@@ -20,6 +20,7 @@ class Tensor:
     init: str    # "zeros" or "randn" when there is no data file
     dram_address: int | None = None  # placement: a fixed DRAM address (space "dram")
     lx_offset: int | None = None     # placement: a fixed LX offset on every core (space "lx")
+    in_place_of: str | None = None   # placement: written over this LX tensor by the kernel that reads it last
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..config import DTYPE_BYTES, Machine
+from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, device_bytes
 from ..kernel_program.model import Kernel
@@ -45,8 +45,7 @@ LX_FAMILIES = {"pointwise", "reduction", "rowwise", "cast", "matmul"}  # familie
 
 def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     _check_card(program, machine)
-    usable = int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // 128
-    lx = plan_lx(program, usable)
+    lx = plan_lx(program, usable_lx_sticks(machine))
     cores: dict[int, CoreStreams] = {}
     last: dict[int, dict[str, Item]] = {}     # core -> unit -> its last instruction so far
     stored: dict[int, Item] = {}              # core -> its latest store
@@ -65,6 +64,11 @@ def lower(program: KernelProgram, machine: Machine) -> UnitProgram:
     if program.host_transfers and program.kernels:
         data["host"] = _host_transfers(program, cores, first or [], stored)
     return parse_unit_program(data, machine, program.source, schema=False)
+
+
+def usable_lx_sticks(machine: Machine) -> int:
+    """LX sticks per core the kernels may use."""
+    return int((machine.lx.size_bytes - LX_RESERVED_BYTES) * (1 - LX_RESERVED_SHARE)) // STICK_BYTES
 
 
 def _check_card(program: KernelProgram, machine: Machine) -> None:

@@ -4,6 +4,12 @@ A tensor with ``space: "lx"`` never touches DRAM. Every core holds the sticks it
 writing kernel owns, in that kernel's order, from one base offset (the same on every core)
 allocated from the top of the usable LX down, for the tensor's lifetime (its first to its last
 kernel). A kernel's chunk buffers use LX from 0 up to the lowest base live during the kernel.
+
+A tensor ``in_place_of`` another takes over its place: the kernel that writes it reads the other last, and
+reads each of its sticks before writing the same stick of the output (a row-wise kernel's x, whose row
+statistics are folded before the row is written; a pointwise input that only its first SFU step reads), so
+one region holds both (torch-spyre's softmax runs its exp in place so). Anything else is refused, naming the
+tensors.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import numpy as np
 from ..config import STICK_BYTES
 from ..errors import LxOverflowError, ProgramError
 from ..kernel_program import KernelProgram
+from ..kernel_program.ops import OPS
 from .placement import Division, core_runs
 
 MIN_CHUNK_STICKS = 64  # what a kernel needs below the resident tensors for its own buffers
@@ -60,12 +67,18 @@ def plan_lx(program: KernelProgram, usable_sticks: int) -> LxPlan:
     for i, kernel in enumerate(program.kernels):
         live = [span for span in live if last[span[2]] >= i]
         for name in kernel.outputs:
-            if first.get(name) == i:
-                sticks = _owned(program, i, name)
+            if first.get(name) != i:
+                continue
+            sticks = _owned(program, i, name)
+            over = program.tensors[name].in_place_of
+            if over is None:
                 size = max((len(ids) for ids in sticks.values()), default=0)
                 base = _place(program, name, size, live, usable_sticks, kernel.path)
                 live.append((base, base + size, name))
-                residents[name] = Resident(name, base * STICK_BYTES, sticks)
+            else:
+                base = _over(program, i, name, sticks, residents.get(over), last)
+                live = [(b, e, name if n == over else n) for b, e, n in live]
+            residents[name] = Resident(name, base * STICK_BYTES, sticks)
         budgets.append(min((b for b, _, _ in live), default=usable_sticks))
     return LxPlan(residents, budgets)
 
@@ -87,6 +100,39 @@ def _place(program: KernelProgram, name: str, size: int, live: list[tuple[int, i
         raise ProgramError(f"LX tensor {name!r} at its lx_offset overlaps {clash[0]!r}, which is still live",
                            program.source, path + ".outputs")
     return base
+
+
+def _over(program: KernelProgram, index: int, name: str, sticks: dict[int, np.ndarray], res: Resident | None,
+          last: dict[str, int]) -> int:
+    """The base (in sticks) of the tensor ``name`` is written over (``in_place_of``), after checking that kernel
+    ``index`` may write it there."""
+    kernel, tensor = program.kernels[index], program.tensors[name]
+    over, path = tensor.in_place_of, kernel.path + ".outputs"
+
+    def refuse(why: str) -> ProgramError:
+        return ProgramError(f"LX tensor {name!r} in place of {over!r}: {why}", program.source, path)
+
+    if res is None or over not in kernel.inputs:
+        raise refuse(f"{kernel.name!r} must read {over!r}, an LX tensor written before it")
+    if not reads_before_writing(kernel.op, kernel.inputs, over):
+        raise refuse(f"{kernel.op} does not read every stick of {over!r} before writing the same stick")
+    if last[over] != index:
+        raise refuse(f"{program.kernels[last[over]].name!r} still reads {over!r} after {kernel.name!r}")
+    if tensor.lx_offset is not None or program.tensors[over].layout != tensor.layout:
+        raise refuse("it must have the same layout and no lx_offset")
+    if sticks.keys() != res.sticks.keys() or any(not np.array_equal(ids, res.sticks[c]) for c, ids in sticks.items()):
+        raise refuse(f"{kernel.name!r} gives the cores other slices than {over!r} has")
+    return res.base // STICK_BYTES
+
+
+def reads_before_writing(op: str, inputs: tuple[str, ...], name: str) -> bool:
+    """Whether a kernel of ``op`` over ``inputs`` reads each stick of input ``name`` only before or while it writes
+    that stick of its output: a row-wise kernel's x (input 0), or a pointwise input only its first SFU step reads."""
+    spec, at = OPS[op], {j for j, n in enumerate(inputs) if n == name}
+    if spec.family == "rowwise":
+        return at == {0}
+    return spec.family == "pointwise" and (isinstance(spec.sfu, str) or not any(at & set(args) for _, args in
+                                                                                 spec.sfu[1:]))
 
 
 def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarray]:

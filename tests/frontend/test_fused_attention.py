@@ -9,15 +9,22 @@ F = torch.nn.functional
 
 from spyre_emu.frontend import last_report  # noqa: E402
 
+from spyre_emu import pipeline  # noqa: E402
+from spyre_emu.config import load_machine  # noqa: E402
 from spyre_emu.errors import ProgramError  # noqa: E402
 from spyre_emu.lowering import matmul  # noqa: E402
 from tests.frontend.conftest import assert_matches  # noqa: E402
+from tests.reference.test_differential import assert_agree  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
 
 def _sdpa(q, k, v):
     return F.scaled_dot_product_attention(q, k, v)
+
+
+def _sdpa_masked(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def _run(heads, length, options=None):
@@ -46,15 +53,41 @@ def test_sdpa_is_one_launch_with_its_scores_in_lx_and_gives_torchs_values():
 
 
 def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
-    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two of them (the mul's input and
-    output) do not fit in half the usable LX (6,348 sticks), so the chain is not aligned and its scores go
-    through DRAM; 2 heads (2,048 sticks per core) are aligned into one launch."""
-    _, _, programs = _run(4, 512, {"cores": 4, "functional": False})
+    """On 4 cores, 8 heads of 512 × 512 scores are 8,192 sticks per core: not even one score tensor fits in half
+    the usable LX (6,348 sticks), so the chain is not aligned and its scores go through DRAM."""
+    _, _, programs = _run(8, 512, {"cores": 4, "functional": False})
     assert len(programs) > 1
     assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
-    got, want, programs = _run(2, 512, {"cores": 4})
+
+
+def test_a_chain_whose_scores_fit_once_runs_its_softmax_over_them():
+    """On 4 cores, 4 heads of 512 × 512 scores are 4,096 sticks per core: two score tensors would not fit in half
+    the usable LX, one does. The scale writes its result over the scores and the softmax its result over that
+    (one LX region), so the chain is one launch; torch's values (with a key-padding mask: B=4 as torch-spyre
+    issue 4784 runs it, on fewer heads and cores), and the reference simulator's times for it."""
+    got, want, programs = _run(4, 512, {"cores": 4})
     assert len(programs) == 1
+    tensors = programs[0]["tensors"]
+    kernels = {k["op"]: k for k in programs[0]["kernels"]}
+    for op in ("mul", "softmax"):
+        (x,), (y,) = kernels[op]["inputs"][:1], kernels[op]["outputs"]
+        assert tensors[y]["in_place_of"] == x
     assert_matches(got, want)
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(4, 1, 512, 64, generator=g).half() for _ in range(3))
+    mask = torch.zeros(4, 1, 1, 512).half()
+    for b, keep in enumerate((512, 300, 129, 1)):
+        mask[b, ..., keep:] = float("-inf")
+    with torch.no_grad():
+        got = torch.compile(_sdpa_masked, backend="spyre_emu", dynamic=False, options={"cores": 4})(q, k, v, mask)
+        want = _sdpa_masked(q.float(), k.float(), v.float(), mask.float())
+    programs = last_report().kernel_programs
+    assert len(programs) == 1
+    assert [k["op"] for k in programs[0]["kernels"]] == ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
+    assert sum("in_place_of" in t for t in programs[0]["tensors"].values()) == 3
+    assert_matches(got, want)
+    machine = load_machine()
+    assert_agree(pipeline.parse(programs[0], machine, "attention").units, machine)  # the reference's times
 
 
 def test_a_matmul_the_lowering_refuses_with_lx_operands_keeps_them_in_dram(monkeypatch):
@@ -89,3 +122,23 @@ def test_a_decode_chain_with_fewer_query_rows_than_a_pt_pass_keeps_its_own_split
     assert first["op"] == "batchmatmul"
     assert first["work_division"].get("out", 1) > 1
     assert_matches(got, _sdpa(q.float(), k.float(), v.float()))
+
+
+def test_a_causal_mask_folded_at_compile_time_does_not_cut_the_attention_launch():
+    """The causal mask is computed from no graph input (arange, comparisons: folded constants, host steps at
+    compile time); placed where the graph computes it, between the scale and the mask's add, it cut the launch
+    and sent the scaled scores through DRAM. Before the segment instead, Q·Kᵀ to P·V is one launch."""
+    def causal(q, k, v):
+        n = q.shape[-2]
+        keep = torch.arange(n)[:, None] >= torch.arange(n)[None, :]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(1, 4, 128, 64, generator=g).half() for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(causal, backend="spyre_emu", dynamic=False)(q, k, v)
+        want = causal(q.float(), k.float(), v.float())
+    programs = last_report().kernel_programs
+    assert [[k["op"] for k in p["kernels"]] for p in programs] == [["batchmatmul", "mul", "add", "softmax",
+                                                                     "batchmatmul"]]
+    assert_matches(got, want)

@@ -42,6 +42,23 @@ def test_intermediates_stay_in_lx(check):
     assert set(spaces.values()) == {"lx"}
 
 
+def test_a_kernel_writes_its_lx_result_over_the_lx_input_it_reads_last(check):
+    """In (exp(s) + 1) * s, s = x / 2: exp may not write over s, which the last mul still reads (two tensors), but
+    the add writes over exp's result, which nothing reads after it (one place)."""
+    def f(x):
+        s = x * 0.5
+        return (s.exp() + 1.0) * s
+
+    check(f, torch.randn(256, 512).half())
+    (program,) = last_report().kernel_programs
+    assert [k["op"] for k in program["kernels"]] == ["mul", "exp", "add", "mul"]
+    s, e, a = (k["outputs"][0] for k in program["kernels"][:3])
+    tensors = program["tensors"]
+    assert tensors[s]["space"] == tensors[e]["space"] == "lx"
+    assert "in_place_of" not in tensors[e]
+    assert tensors[a]["in_place_of"] == e
+
+
 def test_reduction_splits_a_long_reduced_dim():
     check_sum = torch.randn(4, 4096).half()
     with torch.no_grad():

@@ -109,20 +109,23 @@ def test_a_in_lx_copied_in_first_takes_the_cycles_of_the_matmul_that_loads_it(tm
     np.testing.assert_array_equal(got.outputs["Y"], want.outputs["Y"])
 
 
-def _attention(tmp_path, spyre, x, length, division, space="lx"):
-    """softmax(q kᵀ) v with the scores and probabilities in ``space``: (batch, rows) split alike everywhere."""
+def _attention(tmp_path, spyre, x, length, division, space="lx", in_place=False):
+    """softmax(q kᵀ) v with the scores and probabilities in ``space``: (batch, rows) split alike everywhere;
+    ``in_place``: the probabilities written over the scores."""
     d = 64
     q, kt, v = _randn((x, length, d), 5), _randn((x, d, length), 6), _randn((x, length, d), 7)
     tensors = {"q": _t((x, length, d), "input"), "kt": _t((x, d, length), "input"), "v": _t((x, length, d), "input"),
                "s": _t((x, length, length), "intermediate", space), "p": _t((x, length, length), "intermediate", space),
                "y": _t((x, length, d), "output")}
+    if in_place:
+        tensors["p"]["in_place_of"] = "s"
     split = {"x": division[0], "mb": division[1]}
     kernels = [_mm("qk", "q", "kt", "s", {"x": x, "mb": length, "in": d, "out": length}, split),
                {"name": "softmax", "op": "softmax", "inputs": ["s"], "outputs": ["p"],
                 "dims": {"d0": x, "mb": length, "out": length},
                 "work_division": {"d0": division[0], "mb": division[1]}},
                _mm("pv", "p", "v", "y", {"x": x, "mb": length, "in": length, "out": d}, split)]
-    path = _write(tmp_path, tensors, kernels, {"q": q, "kt": kt, "v": v}, f"{space}.json")
+    path = _write(tmp_path, tensors, kernels, {"q": q, "kt": kt, "v": v}, f"{space}{'_in_place' * in_place}.json")
     f = [t.astype(np.float32) for t in (q, kt, v)]
     s = f[0] @ f[1]
     p = np.exp(s - s.max(-1, keepdims=True))

@@ -1,0 +1,143 @@
+"""An LX tensor written over another (``in_place_of``): one LX region for a row-wise or pointwise kernel's input
+and output, as torch-spyre's softmax runs its exp in place.
+
+Timing rule: none changes. The kernel runs the same SFU instructions, only its output's places are its input's;
+an SFU op on LX operands takes a duration set by its sticks alone (engine/pack.py), and no LX port depends on the
+address. So every instruction starts and ends where it does out of place, exactly, which the tests check
+instruction by instruction.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from spyre_emu.errors import ProgramError
+from spyre_emu.kernel_program import load_kernel_program
+from spyre_emu.lowering import usable_lx_sticks
+from spyre_emu.lowering.lx import plan_lx
+from spyre_emu.pipeline import load, run
+from tests.lowering.test_lx_and_broadcast import _chain
+from tests.lowering.test_matmul_lx import _attention
+from tests.lowering.test_rowwise import _program, _reference
+from tests.reference.test_differential import assert_agree
+
+
+def _in_place(path, y, x):
+    """A copy of the program at ``path`` with LX tensor ``y`` written over ``x``."""
+    data = json.loads(path.read_text())
+    data["tensors"][y]["in_place_of"] = x
+    out = path.with_name(f"in_place_{path.name}")
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _times(result):
+    log = result.log
+    return [(ins.path, int(s), int(e)) for ins, s, e in zip(log.instructions, log.start, log.end, strict=True)]
+
+
+def _region(path, machine, y, x):
+    """Per core, the LX byte address of every stick of LX tensor ``y``, which must be ``x``'s."""
+    residents = plan_lx(load_kernel_program(path), usable_lx_sticks(machine)).residents
+    places = [{c: set((res.base + 128 * np.arange(len(ids))).tolist()) for c, ids in res.sticks.items()}
+              for res in (residents[y], residents[x])]
+    assert places[0] == places[1]
+    return places[0]
+
+
+def assert_never_overwritten_before_read(result, kernel, region):
+    """In ``kernel``, each LX stick of ``region`` is read and written by the SFU ops of one unit, and every op
+    that reads it before that unit's first write of it has ended when the write starts: no stick is overwritten
+    while an op that needs its old value is still to run."""
+    log = result.log
+    for core, addrs in region.items():
+        touches: dict[int, list[tuple[int, bool]]] = {}  # LX stick -> (instruction, writes it), in stream order
+        for i, ins in enumerate(log.instructions):
+            if ins.core == core and ins.kernel == kernel and ins.unit.startswith("sfu"):
+                for field in ("a", "b", "c", "out"):
+                    if field in ins.args:
+                        n = 1 if ins.args.get(f"{field}_broadcast") else ins.args["sticks"]
+                        for a in set(range(ins.args[field], ins.args[field] + 128 * n, 128)) & addrs:
+                            touches.setdefault(a, []).append((i, field == "out"))
+        assert touches.keys() == addrs
+        for a, seen in touches.items():
+            assert len({log.instructions[i].unit for i, _ in seen}) == 1, (core, a)
+            w = min(i for i, writes in seen if writes)
+            assert all(log.end[i] <= log.start[w] for i, _ in seen if i < w), (core, a)
+
+
+@pytest.mark.parametrize("op", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize(("shape", "slices"), [((40, 200), (4, 1)), ((2, 16, 128), (2, 2, 1))])
+def test_a_row_kernel_in_place_gives_the_values_and_times_of_one_out_of_place(tmp_path, spyre, op, shape, slices):
+    """A padded last stick (200 = 3 sticks + 8 lanes) and a batch dim; softmax, both norms."""
+    path, arrays = _program(tmp_path, op, shape, slices, space="lx")
+    over_path = _in_place(path, "yl", "xl")
+    apart, over = (run(load(p, spyre), spyre, functional=True) for p in (path, over_path))
+    np.testing.assert_array_equal(over.outputs["y"], apart.outputs["y"])
+    assert _times(over) == _times(apart)
+    w, b = (arrays[k].astype(np.float32) for k in ("w", "b"))
+    np.testing.assert_allclose(over.outputs["y"].astype(np.float32), _reference(op, arrays["x"], w, b, 1e-5),
+                               rtol=1e-2, atol=1e-2)
+    assert_never_overwritten_before_read(over, "k1", _region(over_path, spyre, "yl", "xl"))
+
+
+def test_a_pointwise_kernel_in_place_gives_the_values_and_times_of_one_out_of_place(tmp_path, spyre):
+    """exp(s) written over s in y = exp(x + 1) - x."""
+    path, _ = _chain(tmp_path, "lx")
+    over_path = _in_place(path, "e", "s")
+    apart, over = (run(load(p, spyre), spyre, functional=True) for p in (path, over_path))
+    np.testing.assert_array_equal(over.outputs["y"], apart.outputs["y"])
+    assert _times(over) == _times(apart)
+    assert_never_overwritten_before_read(over, "exp", _region(over_path, spyre, "e", "s"))
+
+
+@pytest.mark.parametrize(("x", "length", "division"), [(2, 64, (2, 4)), (4, 8, (4, 8)), (3, 128, (3, 2))])
+def test_attention_with_its_probabilities_over_its_scores(tmp_path, spyre, x, length, division):
+    """softmax(q kᵀ) v with one score tensor in LX: numpy's values, the out-of-place times exactly, and the
+    reference simulator's times."""
+    over, want = _attention(tmp_path, spyre, x, length, division, in_place=True)
+    apart, _ = _attention(tmp_path, spyre, x, length, division)
+    got = run(over, spyre, functional=True, cache=False)
+    np.testing.assert_allclose(got.outputs["y"].astype(np.float32), want, rtol=5e-3, atol=5e-3)
+    assert _times(got) == _times(run(apart, spyre, cache=False))
+    assert_never_overwritten_before_read(got, "softmax", _region(tmp_path / "lx_in_place.json", spyre, "p", "s"))
+    assert_agree(over.units, spyre)
+
+
+def test_writing_over_a_tensor_a_later_kernel_reads_is_refused(tmp_path, spyre):
+    path, _ = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["kernels"][2]["inputs"] = ["e", "s"]  # the sub reads s after the exp wrote e over it
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"kernels\[1\].outputs: LX tensor 'e' in place of 's': 'sub' still "
+                                           r"reads 's' after 'exp'"):
+        load(_in_place(path, "e", "s"), spyre)
+
+
+def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
+    """layernormnorm reads its rstd (input 2) in its second step, after the first has written the output."""
+    shape, dims = (8, 64), {"mb": 8, "out": 64}
+    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xmrwb"}
+    t |= {"rl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
+          "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "rl"},
+          "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
+    kernels = [{"op": "identity", "inputs": ["r"], "outputs": ["rl"], "dims": dims, "work_division": {}},
+               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": ["yl"],
+                "dims": dims, "work_division": {}},
+               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    with pytest.raises(ProgramError, match=r"'yl' in place of 'rl': layernormnorm does not read every stick of 'rl'"):
+        load(path, spyre)
+
+
+def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):
+    """Attention over 3 batches of 128 × 128 scores, each core 64 rows of 2 sticks: 128 sticks of scores. Out of
+    place the probabilities go below the live scores, so the softmax and P·V have ``usable - 256`` sticks for their
+    chunk buffers; in place, ``usable - 128``, as Q·Kᵀ has."""
+    usable = usable_lx_sticks(spyre)
+    for in_place, held in ((False, [128, 256, 256]), (True, [128, 128, 128])):
+        _attention(tmp_path, spyre, 3, 128, (3, 2), in_place=in_place)
+        program = load_kernel_program(tmp_path / f"lx{'_in_place' * in_place}.json")
+        assert plan_lx(program, usable).budgets == [usable - n for n in held]

@@ -29,6 +29,7 @@ import math
 
 from spyre_emu.config import DTYPE_BYTES
 from spyre_emu.kernel_program import default_layout
+from spyre_emu.kernel_program.ops import OPS
 
 from .graph import DEVICE_DTYPES, DeviceTensor, Graph, Node, Value, blame, rows_shape
 from .views import Step, groups, is_grouping, permuted, plan, relative
@@ -170,23 +171,28 @@ def _cat_shapes(node: Node) -> list[Want]:
 
 def _broadcast_shapes(graph: Graph, node: Node) -> list[Want]:
     """A grouping of the output every input broadcasts over: an operand's on the card (host data
-    may be broadcast on the host for it), else the output's dims with as few leading ones merged
-    as the inputs allow (all of them kept apart always works)."""
+    may be broadcast on the host for it; a pointwise kernel's input may also cover a merged group
+    with its leading dims, a key-padding mask the scores' (B·H, L, L), so that neither is moved), else
+    the output's dims with as few leading ones merged as the inputs allow (all of them kept apart
+    always works)."""
     out = node.outputs[0].shape
     on_card = [d for v in node.inputs if v.shape == out and (d := current(graph, v)) is not None]
     candidates = [(d, True) for d in on_card]
     candidates += [(rows_shape(out, kept), False) for kept in range(1, max(len(out), 1) + 1)]
-    for dshape, host_expands in candidates:
-        wants = [_want(v, out, dshape, host_expands) for v in node.inputs]
+    pointwise = OPS[node.op].family == "pointwise"
+    for dshape, held in candidates:
+        wants = [_want(v, out, dshape, held, held and pointwise) for v in node.inputs]
         if None not in wants:
             return [*wants, (dshape, None)]
     raise AssertionError(f"no grouping of {out} for {[v.shape for v in node.inputs]}")
 
 
-def _want(v: Value, out: tuple[int, ...], dshape: tuple[int, ...], host_expands: bool) -> Want | None:
+def _want(v: Value, out: tuple[int, ...], dshape: tuple[int, ...], host_expands: bool,
+          divides: bool) -> Want | None:
     """How input ``v`` is read by a kernel over ``dshape`` (a grouping of ``out``): broadcast by the
-    kernel, or host data broadcast on the host when ``host_expands``."""
-    grouped = _grouped((1,) * (len(out) - len(v.shape)) + tuple(v.shape), out, dshape)
+    kernel (over leading dims of a group with ``divides``), or host data broadcast on the host when
+    ``host_expands``."""
+    grouped = _grouped((1,) * (len(out) - len(v.shape)) + tuple(v.shape), out, dshape, divides)
     if grouped is not None:
         return grouped, None
     if host_expands and v.root.dshape is None and not v.root.from_device:
@@ -194,16 +200,21 @@ def _want(v: Value, out: tuple[int, ...], dshape: tuple[int, ...], host_expands:
     return None
 
 
-def _grouped(shape: tuple[int, ...], out: tuple[int, ...], dshape: tuple[int, ...]) -> tuple[int, ...] | None:
+def _grouped(shape: tuple[int, ...], out: tuple[int, ...], dshape: tuple[int, ...],
+             divides: bool) -> tuple[int, ...] | None:
     """An input of ``shape`` (``out``'s rank, each dim equal or 1) in ``dshape``'s grouping of
-    ``out``, if each group of dims is wholly broadcast or wholly not."""
+    ``out``, if each group of dims is wholly broadcast or wholly not; with ``divides`` also a group
+    whose leading dims are whole and the rest broadcast, outside the stick dim, which a pointwise kernel
+    reads at merged index h // (m / n) (docs/kernel-program.md): a (B, 1, L) mask over (B·H, L, L)."""
     real = [d for d, n in enumerate(out) if n > 1]
+    runs = groups(tuple(out[d] for d in real), dshape)
     sizes = []
-    for run in groups(tuple(out[d] for d in real), dshape):
-        dims = [shape[real[i]] for i in run]
-        if len(set(n == 1 for n in dims)) > 1:
+    for i, run in enumerate(runs):
+        whole = [shape[real[j]] > 1 for j in run]
+        mixed = len(set(whole)) > 1
+        if mixed and (not divides or i == len(runs) - 1 or whole != sorted(whole, reverse=True)):
             return None
-        sizes.append(math.prod(dims))
+        sizes.append(math.prod(shape[real[j]] for j in run))
     return tuple(sizes)
 
 

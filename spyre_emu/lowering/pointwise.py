@@ -2,8 +2,10 @@
 
 An op is a list of SFU steps over the kernel's inputs (most ops are one step); a kernel may have
 several such lists, one per output stick (a cast widens the low or the high half of a stick). Inputs broadcast
-numpy-style over their size-1 dims: each output stick reads, from each input, the stick holding
-its host index with those dims at 0; an input broadcast along the stick dim is read with lane 0
+over their size-1 dims and, outside the stick dim, over a dim of n positions where the output has m (n divides
+m): output index h reads index h // (m / n) (a size-1 dim reads 0), so a (B, 1, L) mask broadcasts over scores
+whose batch and heads are one merged dim, each batch's heads consecutive. Each output stick reads, from each
+input, the stick holding its host index so divided; an input broadcast along the stick dim is read with lane 0
 splatted to every lane (``*_splat``: the LX load unit splats as it reads, no extra pass; SuperDSC
 gives such an operand stride 0 over the lanes, docs/decisions/sfu.md). DRAM inputs are loaded per
 chunk (only the distinct sticks it needs), LX inputs are read in place and an LX output is written
@@ -120,7 +122,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
         inputs = []
         for t in tensors[:-1]:
             size = np.array(t.layout.shape)
-            mine = stick_of(t.layout, host[:, ids] * (size > 1)[:, None])  # size-1 dims read index 0
+            mine = stick_of(t.layout, host[:, ids] // (np.array(out.shape) // size)[:, None])
             splat = stick_dim != NO_HOST_DIM and size[stick_dim] < out.shape[stick_dim]
             inputs.append(Operand(t.name, mine, bool(splat),
                                   target.residents.get(t.name), t.layout == out))
@@ -143,10 +145,13 @@ def lower_dma_copy(core: CoreStreams, *, names: tuple[str, str], runs: Runs, lx:
 
 def _check_broadcast(t: Tensor, out: Tensor, src: str, where: str) -> None:
     a, o = t.layout, out.layout
+    stick = dim_map(o)[-1]
     ok = (a.dtype == o.dtype and len(a.shape) == len(o.shape)
-          and all(n in (1, m) for n, m in zip(a.shape, o.shape, strict=True))
-          and dim_map(a)[-1] in (dim_map(o)[-1], NO_HOST_DIM))  # one element per stick: splatted
+          and all(n in (1, m) or (d != stick and m % n == 0)
+                  for d, (n, m) in enumerate(zip(a.shape, o.shape, strict=True)))
+          and dim_map(a)[-1] in (stick, NO_HOST_DIM))  # one element per stick: splatted
     if not ok:
         raise ProgramError(f"input {t.name!r} ({list(a.shape)} {a.dtype}) does not broadcast to the output "
-                           f"({list(o.shape)} {o.dtype}): same rank and dtype, each dim equal or 1, and the same "
-                           "stick dim (else restickify it first)", src, where)
+                           f"({list(o.shape)} {o.dtype}): same rank and dtype, each dim equal, 1 or (outside the "
+                           "stick dim) a divisor of the output's, and the same stick dim (else restickify it first)",
+                           src, where)

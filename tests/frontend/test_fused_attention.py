@@ -142,3 +142,25 @@ def test_a_causal_mask_folded_at_compile_time_does_not_cut_the_attention_launch(
     assert [[k["op"] for k in p["kernels"]] for p in programs] == [["batchmatmul", "mul", "add", "softmax",
                                                                      "batchmatmul"]]
     assert_matches(got, want)
+
+
+@pytest.mark.parametrize("batch", [2, 3, 4])
+def test_a_key_padding_mask_is_read_at_its_own_size(batch):
+    """A (B, 1, 1, L) mask over the scores (B·H, L, L), batch and heads one dim: the add reads it as (B, 1, L),
+    each batch's row covering its H heads (no host expansion to the scores' size); torch's values, and the
+    reference simulator's times for the launch."""
+    g = torch.Generator().manual_seed(9)
+    q, k, v = (torch.randn(batch, 3, 128, 64, generator=g).half() for _ in range(3))
+    mask = torch.zeros(batch, 1, 1, 128).half()
+    for b in range(batch):
+        mask[b, ..., 128 - 37 * b:] = float("-inf")
+    with torch.no_grad():
+        got = torch.compile(_sdpa_masked, backend="spyre_emu", dynamic=False)(q, k, v, mask)
+        want = _sdpa_masked(q.float(), k.float(), v.float(), mask.float())
+    (program,) = last_report().kernel_programs
+    (add,) = [k for k in program["kernels"] if k["op"] == "add"]
+    assert [program["tensors"][t]["shape"] for t in add["inputs"]] == [[batch * 3, 128, 128], [batch, 1, 128]]
+    assert_matches(got, want)
+    if batch == 2:
+        machine = load_machine()
+        assert_agree(pipeline.parse(program, machine, "attention").units, machine)

@@ -5,9 +5,11 @@ import json
 import numpy as np
 import pytest
 
+from spyre_emu.engine import simulate
 from spyre_emu.errors import ProgramError
 from spyre_emu.pipeline import load, run
 from tests.conftest import card_fp16
+from tests.reference.test_differential import assert_agree
 
 
 def _write(tmp_path, tensors, kernels, arrays):
@@ -42,6 +44,59 @@ def test_either_input_broadcasts_over_size_one_dims(tmp_path, spyre, a_shape, b_
                   {"a": a, "b": b})
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
     np.testing.assert_allclose(got.astype(np.float32), card_fp16(a.astype(np.float32) - b), atol=2e-3)
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "division"), [
+    ((4, 1, 64), (48, 8, 64), {"d0": 4, "d1": 2}),   # a (B, 1, L) mask over (B·H, rows, L): 12 heads a batch
+    ((6, 3, 1), (12, 3, 130), {"d0": 3}),            # and over its rows, splatted along the stick
+    ((2, 5, 64), (6, 5, 64), {"d1": 5}),             # the whole rows of each position repeated
+])
+def test_an_input_dim_dividing_the_outputs_covers_consecutive_positions(tmp_path, spyre, a_shape, b_shape, division):
+    """n positions of an input dim over m of the output (n divides m): output index h reads h // (m / n), as a
+    key-padding mask (B, 1, L) reads over scores whose batch and heads are one dim."""
+    out = tuple(max(a, b) for a, b in zip(a_shape, b_shape, strict=True))
+    a, b = _randn(a_shape, 1), _randn(b_shape, 2)
+    dims = {f"d{i}": n for i, n in enumerate(out)}
+    path = _write(tmp_path, {"a": _t(a_shape, "input"), "b": _t(b_shape, "input"), "y": _t(out, "output")},
+                  [{"op": "add", "inputs": ["a", "b"], "outputs": ["y"], "dims": dims, "work_division": division}],
+                  {"a": a, "b": b})
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    wide = np.broadcast_to(np.repeat(a, out[0] // a_shape[0], axis=0), out).astype(np.float32)
+    np.testing.assert_allclose(got, card_fp16(wide + b), atol=2e-3)
+
+
+def test_a_dividing_input_loads_its_own_sticks_once_exact_cycles(tmp_path, tiny):
+    """y (4, 64) = a (2, 64) with each row covering two (identity) on one core of configs/tiny.toml (rules:
+    docs/unit-program.md; DRAM figures: tests/engine/test_dram.py, the same buffers as test_concat's exact test).
+    a at 0 (channel 0, bank 0, row 0), y at 4096 (sticks 0-1 in channel 0, 2-3 in channel 1: row index 2, bank
+    1, row 1). Load a's 2 sticks (not 4): request at mc0 at 4, ACT 4, column 14, data 19..27, the last stick
+    back at 31, done 32. Each corelet's SFU copies 2 sticks from one a stick (a broadcast operand): 32 + latency
+    4 + 2 = 38. The store's 4 sticks leave LX at 38..41, reach mc0 at 42..45; channel 0's two (42, 43): ACT bank
+    1 at 43, column 53, data 56..64; channel 1's (44, 45): ACT 45, column 55, data 58..66: done 66."""
+    path = _write(tmp_path, {"a": _t((2, 64), "input"), "y": _t((4, 64), "output")},
+                  [{"op": "identity", "inputs": ["a"], "outputs": ["y"], "dims": {"mb": 4, "out": 64},
+                    "work_division": {}}], {})
+    units = load(path, tiny).units
+    assert [units.buffers[n].addr for n in ("a", "y")] == [0, 4096]
+    log = simulate(units, tiny)
+    got = sorted((i.unit, i.args.get("bytes", i.args.get("sticks")), int(s), int(e))
+                 for i, s, e in zip(log.instructions, log.start, log.end, strict=True))
+    assert got == [("load", 256, 0, 32), ("sfu0", 2, 32, 38), ("sfu1", 2, 32, 38), ("store", 512, 38, 66)]
+    assert log.total_cycles == 66
+    assert_agree(units, tiny)
+
+
+@pytest.mark.parametrize(("a_shape", "words"), [
+    ((5, 1, 64), r"input 'a' \(\[5, 1, 64\] fp16\) does not broadcast"),   # 5 does not divide 48
+    ((48, 8, 32), r"input 'a' \(\[48, 8, 32\] fp16\) does not broadcast"),  # the stick dim: equal or 1 only
+])
+def test_an_input_dim_that_does_not_divide_the_outputs_is_an_error(tmp_path, spyre, a_shape, words):
+    out = (48, 8, 64)
+    path = _write(tmp_path, {"a": _t(a_shape, "input"), "b": _t(out, "input"), "y": _t(out, "output")},
+                  [{"op": "add", "inputs": ["a", "b"], "outputs": ["y"], "dims": {"x": 48, "mb": 8, "out": 64},
+                    "work_division": {}}], {})
+    with pytest.raises(ProgramError, match=r"kernels\[0\]\.inputs\[0\]: " + words):
+        load(path, spyre)
 
 
 def test_layernormnorm_with_broadcast_statistics_and_affine(tmp_path, spyre):

@@ -16,20 +16,29 @@ from .streams import Item
 
 def segments(operands: list[np.ndarray], out: np.ndarray) -> list[tuple[int, int]]:
     """Cut positions [0, n) where the output stops being contiguous or an operand changes its step
-    (each operand must step by one stick or stay on one)."""
-    n, cuts, s = len(out), [], 0
-    while s < n:
-        e = s + 1
-        if n - s > 1:
-            bad = np.diff(out[s:]) != STICK_BYTES
-            for addr in operands:
-                steps = np.diff(addr[s:])
-                bad |= steps != (steps[0] if steps[0] in (0, STICK_BYTES) else -1)
-            wrong = np.flatnonzero(bad)
-            e = s + 1 + int(wrong[0]) if wrong.size else n
+    (each operand must step by one stick or stay on one). Each stretch is found from where the steps
+    next change (``_next``), so the cost is linear in n however many stretches there are."""
+    n = len(out)
+    if n < 2:
+        return [(0, n)] if n else []
+    out_end = _next(np.diff(out) != STICK_BYTES)
+    steps = [np.diff(addr) for addr in operands]
+    runs = [(_next(np.append(d[1:] != d[:-1], True)) + 1, (d == 0) | (d == STICK_BYTES)) for d in steps]
+    cuts, s = [], 0
+    while s < n - 1:
+        q = out_end[s]
+        for run_end, steady in runs:
+            q = min(q, run_end[s]) if steady[s] else s
+        e = min(int(q) + 1, n)
         cuts.append((s, e))
         s = e
-    return cuts
+    return cuts + [(s, n)] if s < n else cuts
+
+
+def _next(flags: np.ndarray) -> np.ndarray:
+    """For each index, the first index at or after it whose flag is set (len(flags) where none is)."""
+    at = np.where(flags, np.arange(len(flags)), len(flags))
+    return np.minimum.accumulate(at[::-1])[::-1]
 
 
 def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str,

@@ -42,6 +42,11 @@ def _tiles(ops, chain):
     return ops.count(chain)
 
 
+def _fused(ops):
+    """The launches that run a whole attention chain (Q·Kᵀ to P·V)."""
+    return len([p for p in ops if p.count("batchmatmul") == 2 and "softmax" in p])
+
+
 def test_attention_is_tiled_exactly_when_one_tile_s_scores_do_not_fit():
     """4 cores, heads of 512 × 512 fp16 scores: 8 sticks a row, so a head's scores are 4,096 sticks, 1,024 a core
     when split over 4. The scale and softmax write over the scores (one tensor live), which must fit in half the
@@ -52,13 +57,17 @@ def test_attention_is_tiled_exactly_when_one_tile_s_scores_do_not_fit():
     assert _tiles(_compile(F.scaled_dot_product_attention, *_qkv(7, 512)), CHAIN) == 2
 
 
-def test_causal_attention_in_four_tiles_gives_torchs_values():
-    """16 heads on 4 cores: 16,384 score sticks a core, 8,192 in two tiles, 4,096 in four; the causal mask (a
-    folded constant) read through each tile's window of its rows."""
+def test_causal_grouped_query_attention_in_four_tiles_gives_torchs_values():
+    """16 query heads (4 key/value heads, repeated for prefill as Granite's are) on 4 cores: 16,384 score sticks a
+    core, 8,192 in two tiles, 4,096 in four; the causal mask (a folded constant) read through each tile's window
+    of its rows."""
     def causal(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
-    assert _tiles(_compile(causal, *_qkv(16, 512)), MASKED) == 4
+    q, k, v = _qkv(16, 512)
+    ops = _compile(causal, q, k[:, :4], v[:, :4])
+    assert _fused(ops) == 4  # V's restickify runs in the first tile's launch
+    assert ops[-1] == ["cat"]
 
 
 def test_a_mask_of_rows_and_a_key_padding_mask_in_tiles_give_torchs_values():
@@ -70,7 +79,7 @@ def test_a_mask_of_rows_and_a_key_padding_mask_in_tiles_give_torchs_values():
     q, k, v = _qkv(8, 512, seed=6)
     mask = torch.randn(1, 1, 512, 512, generator=torch.Generator().manual_seed(7)).half()
     ops = _compile(rows_mask, q, k, v, mask)
-    assert len([p for p in ops if p.count("batchmatmul") == 2 and "add" in p]) == 2  # its windows restickified in
+    assert _fused(ops) == 2  # the mask's windows restickified inside the tiles' launches
     padding = torch.zeros(1, 1, 1, 512).half()
     padding[..., 300:] = float("-inf")
     assert _tiles(_compile(F.scaled_dot_product_attention, q, k, v, padding), MASKED) == 2

@@ -3,6 +3,7 @@
 1. ``build_graph`` (aten_to_kernels.py): ATen ops -> kernels, view steps, fallbacks
 2. ``fuse`` (fusion.py): composite ops back into one kernel (softmax, norms, SiLU, GELU)
 3. ``assign_layouts`` (layout.py): device tensors, views restickified on the card, host round trips
+   ``tile_queries`` (query_tiles.py): attention whose scores do not fit in LX as tiles of query rows, and 3 again
 4. ``divide_work`` (work_division.py): each kernel's split over the cores
 5. ``split_steps`` (program.py): kernel programs between host steps
 6. ``plan_scratchpad`` (scratchpad.py): intermediates in LX when they fit
@@ -37,6 +38,7 @@ from .layout import assign_layouts, crossings
 from .options import Options
 from .program import Segment, Step, emit_programs, split_launches, split_steps
 from .progress import bar
+from .query_tiles import tile_queries
 from .scratchpad import plan_scratchpad
 from .work_division import divide_work
 
@@ -71,6 +73,8 @@ def compile_graph(gm: torch.fx.GraphModule, options: Options, machine: Machine,
         graph.nodes = list(nodes)
         _mark_constants(graph)
         assign_layouts(graph, host_views)
+        if tile_queries(graph, nodes, machine, cores):  # attention too large for LX: query tiles, laid out anew
+            continue
         divide_work(graph, machine, cores)
         steps = split_steps(graph)
         plan_scratchpad(graph, steps, machine, frozenset(dram))

@@ -291,8 +291,8 @@ def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step],
 def _window_of(kept: list[Node], tensor: str) -> Node | None:
     """The slice kernel (view_ops.window, not transposed) that wrote ``tensor``: its output is its input's
     window in the same sticks, so a restickify of it may read the window of the input instead."""
-    return next((k for k in kept if k.op == RESTICKIFY and k.tensors[-1] == tensor and "slice" in k.attrs
-                 and not k.attrs["slice"][3]), None)
+    return next((k for k in kept if k.is_kernel and k.op == RESTICKIFY and k.tensors[-1] == tensor
+                 and "slice" in k.attrs and not k.attrs["slice"][3]), None)
 
 
 def _unread_windows_dropped(graph: Graph, kept: list[Node]) -> list[Node]:
@@ -301,7 +301,8 @@ def _unread_windows_dropped(graph: Graph, kept: list[Node]) -> list[Node]:
     needed = {v.root for k in kept if not k.is_kernel for v in k.inputs}
     needed |= {v.root for v in graph.outputs if isinstance(v, Value)}
     needed |= {graph.tensors[n].value.root for n in read if graph.tensors[n].upload}  # copied in from the host
-    unread = [k for k in kept if "slice" in k.attrs and k.tensors[-1] not in read and k.outputs[0] not in needed]
+    unread = [k for k in kept if k.is_kernel and "slice" in k.attrs and k.tensors[-1] not in read
+              and k.outputs[0] not in needed]
     for k in unread:
         del graph.tensors[k.tensors[-1]]
     return [k for k in kept if k not in unread]

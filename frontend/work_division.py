@@ -80,23 +80,15 @@ def row_chains(graph: Graph) -> list[list[Node]]:
 
 def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> None:
     """Give a row chain one split of its batches and rows, columns whole, so that its tensors can stay in LX
-    (scratchpad.py: each core finds its own slice in its own LX) where those live at once fit in the half of LX a
-    pointwise or row-wise kernel leaves: one when every such kernel writes its result over the tensor it reads
-    (``_in_place``), else two. Of those splits, the cheapest by the matmuls' estimates (within 5 %,
-    the one using most cores), as a matmul's own split is chosen; taken only if its matmuls' estimate exceeds
-    that of their own splits by less than the DRAM time the chain's tensors would take (each written and read
-    once at the card's sustained rate). Only splits that give a core at least a PT pass of rows: a decode's
-    few query rows split so read each column stick of K and V on its own, which the estimate does not see
-    (Llama-3.1-8B's decode attention took 0.29 M cycles aligned, 0.15 M not)."""
-    c = graph.tensors[chain[0].tensors[-1]]
-    lead, per_row = c.dshape[:-1], -(-c.dshape[-1] // elems_per_stick(c.dtype))
-    batch, m = (lead[0], lead[1]) if len(lead) == 2 else (1, lead[0])
-    matmuls = [k for k in (chain[0], chain[-1]) if k.op == "batchmatmul"]
-    live = 1 if _in_place(graph, chain) else 2
-    splits = [(x, r) for x, r, cols in _matmul_splits(batch, m, STICK, cores) if cols == 1 and m // r >= PT_ROWS
-              and live * (batch // x) * (m // r) * per_row <= usable_lx_sticks(machine) // 2]
+    (scratchpad.py: each core finds its own slice in its own LX): among ``_fitting``'s splits, the cheapest by
+    the matmuls' estimates (within 5 %, the one using most cores), as a matmul's own split is chosen; taken only
+    if its matmuls' estimate exceeds that of their own splits by less than the DRAM time the chain's tensors
+    would take (each written and read once at the card's sustained rate)."""
+    batch, m, per_row = _chain_shape(graph, chain)
+    splits = _fitting(graph, chain, machine, cores, m)
     if not splits:
         return
+    matmuls = [k for k in (chain[0], chain[-1]) if k.op == "batchmatmul"]
 
     def cost(split: tuple[int, int, int]) -> float:
         return sum(matmul_cost(batch, m, k.dims["in"], k.dims["out"], split, machine) for k in matmuls)
@@ -108,11 +100,42 @@ def _align(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> Non
     sticks = batch * m * per_row * (len(chain) - 1)  # the tensors the chain hands on
     if costs[x, r] - own >= 2 * sticks * STICK_BYTES / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle()):
         return
+    two_lead = len(graph.tensors[chain[0].tensors[-1]].dshape) == 3
     for node in chain:
         if node.op == "batchmatmul":
             node.slices = {d: {"x": x, "mb": r}.get(d, 1) for d in node.dims}
         else:
-            node.slices = dict(zip(node.dims, [x, r, 1] if len(lead) == 2 else [r, 1], strict=True))
+            node.slices = dict(zip(node.dims, [x, r, 1] if two_lead else [r, 1], strict=True))
+
+
+def _chain_shape(graph: Graph, chain: list[Node]) -> tuple[int, int, int]:
+    """A row chain's batches, rows (the head matmul's M) and sticks per row of its tensors."""
+    c = graph.tensors[chain[0].tensors[-1]]
+    lead = c.dshape[:-1]
+    batch, m = (lead[0], lead[1]) if len(lead) == 2 else (1, lead[0])
+    return batch, m, -(-c.dshape[-1] // elems_per_stick(c.dtype))
+
+
+def _fitting(graph: Graph, chain: list[Node], machine: Machine, cores: int, rows: int) -> list[tuple[int, int]]:
+    """The splits (batches, rows) of a row chain cut to its first ``rows`` rows whose tensors live at once fit in
+    the half of LX a pointwise or row-wise kernel leaves (one when every such kernel writes its result over the
+    tensor it reads, ``_in_place``, else two) and that give a core at least a PT pass of rows: a decode's few query
+    rows split so read each column stick of K and V on its own, which the estimate does not see (Llama-3.1-8B's
+    decode attention took 0.29 M cycles aligned, 0.15 M not)."""
+    batch, _, per_row = _chain_shape(graph, chain)
+    live = 1 if _in_place(graph, chain) else 2
+    return [(x, r) for x, r, cols in _matmul_splits(batch, rows, STICK, cores) if cols == 1 and rows // r >= PT_ROWS
+            and live * (batch // x) * (rows // r) * per_row <= usable_lx_sticks(machine) // 2]
+
+
+def query_tiles(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> int:
+    """Into how many equal tiles of query rows to cut an attention chain (one ending in P·V, whose output rows the
+    tiles give apart) so that one tile's scores fit in LX (``_fitting``): the fewest that do; 1 when the whole chain
+    fits, or when no tiling makes it fit (query_tiles.py runs each tile as its own chain)."""
+    if chain[-1].op != "batchmatmul":
+        return 1
+    m = _chain_shape(graph, chain)[1]
+    return next((t for t in divisors(m) if _fitting(graph, chain, machine, cores, m // t)), 1)
 
 
 def _in_place(graph: Graph, chain: list[Node]) -> bool:

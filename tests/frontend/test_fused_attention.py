@@ -52,12 +52,22 @@ def test_sdpa_is_one_launch_with_its_scores_in_lx_and_gives_torchs_values():
     assert_matches(got, want)
 
 
-def test_a_chain_whose_scores_do_not_fit_keeps_its_own_splits():
+def test_a_chain_whose_scores_do_not_fit_and_end_in_no_pv_keeps_its_own_splits():
     """On 4 cores, 8 heads of 512 × 512 scores are 8,192 sticks per core: not even one score tensor fits in half
-    the usable LX (6,348 sticks), so the chain is not aligned and its scores go through DRAM."""
-    _, _, programs = _run(8, 512, {"cores": 4, "functional": False})
+    the usable LX (6,348 sticks), and the probabilities are the call's result (no P·V whose rows query tiles would
+    give apart: test_query_tiles.py), so the chain is not aligned and its scores go through DRAM."""
+    g = torch.Generator().manual_seed(5)
+    q, k = (torch.randn(8, 512, 64, generator=g).half() for _ in range(2))
+    with torch.no_grad():
+        got = torch.compile(_probabilities, backend="spyre_emu", dynamic=False, options={"cores": 4})(q, k)
+    programs = last_report().kernel_programs
     assert len(programs) > 1
     assert programs[0]["kernels"][0]["work_division"].get("out", 1) > 1
+    assert_matches(got, _probabilities(q.float(), k.float()))
+
+
+def _probabilities(q, k):
+    return torch.softmax(q @ k.transpose(-2, -1) * 0.125, -1)
 
 
 def test_a_chain_whose_scores_fit_once_runs_its_softmax_over_them():

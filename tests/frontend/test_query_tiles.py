@@ -1,0 +1,96 @@
+"""Attention whose scores do not fit in LX runs as tiles of its query rows, each tile one fused launch
+(frontend/query_tiles.py), joined by a cat kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from spyre_emu.frontend import last_report  # noqa: E402
+
+from spyre_emu import pipeline  # noqa: E402
+from spyre_emu.config import load_machine  # noqa: E402
+from spyre_emu.lowering import usable_lx_sticks  # noqa: E402
+from tests.frontend.conftest import assert_matches  # noqa: E402
+from tests.reference.test_differential import assert_agree  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+CHAIN = ["batchmatmul", "mul", "softmax", "batchmatmul"]
+MASKED = ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
+
+
+def _compile(fn, *args, cores=4):
+    with torch.no_grad():
+        got = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores})(*args)
+        want = fn(*(a.float() for a in args))
+    assert_matches(got, want)
+    return [[k["op"] for k in p["kernels"]] for p in last_report().kernel_programs]
+
+
+def _qkv(heads, length, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, heads, length, 64, generator=g).half() for _ in range(3)]
+
+
+def _tiles(ops, chain):
+    """The number of fused tile launches, checking the launches are windows of Q, tiles and one cat."""
+    assert ops[-1] == ["cat"]
+    assert all(op in (["ReStickifyOpHBM"], chain) for op in ops[:-1]), ops
+    return ops.count(chain)
+
+
+def _fused(ops):
+    """The launches that run a whole attention chain (Q·Kᵀ to P·V)."""
+    return len([p for p in ops if p.count("batchmatmul") == 2 and "softmax" in p])
+
+
+def test_attention_is_tiled_exactly_when_one_tile_s_scores_do_not_fit():
+    """4 cores, heads of 512 × 512 fp16 scores: 8 sticks a row, so a head's scores are 4,096 sticks, 1,024 a core
+    when split over 4. The scale and softmax write over the scores (one tensor live), which must fit in half the
+    usable LX: 6,348 sticks. 6 heads take 6,144 a core (2 heads × 256 rows): one launch. 7 heads (7 is prime: 7
+    heads × 128 rows a core) take 7,168: two tiles of 256 query rows, 3,584 each."""
+    assert usable_lx_sticks(load_machine()) // 2 == 6348
+    assert _compile(F.scaled_dot_product_attention, *_qkv(6, 512)) == [CHAIN]
+    assert _tiles(_compile(F.scaled_dot_product_attention, *_qkv(7, 512)), CHAIN) == 2
+
+
+def test_causal_grouped_query_attention_in_four_tiles_gives_torchs_values():
+    """16 query heads (4 key/value heads, repeated for prefill as Granite's are) on 4 cores: 16,384 score sticks a
+    core, 8,192 in two tiles, 4,096 in four; the causal mask (a folded constant) read through each tile's window
+    of its rows."""
+    def causal(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    q, k, v = _qkv(16, 512)
+    ops = _compile(causal, q, k[:, :4], v[:, :4])
+    assert _fused(ops) == 4  # V's restickify runs in the first tile's launch
+    assert ops[-1] == ["cat"]
+
+
+def test_a_mask_of_rows_and_a_key_padding_mask_in_tiles_give_torchs_values():
+    """An additive mask computed on the card and varying along the rows is windowed with Q; a key-padding mask
+    (one row, broadcast) is read whole by every tile."""
+    def rows_mask(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m * 2)
+
+    q, k, v = _qkv(8, 512, seed=6)
+    mask = torch.randn(1, 1, 512, 512, generator=torch.Generator().manual_seed(7)).half()
+    ops = _compile(rows_mask, q, k, v, mask)
+    assert _fused(ops) == 2  # the mask's windows restickified inside the tiles' launches
+    padding = torch.zeros(1, 1, 1, 512).half()
+    padding[..., 300:] = float("-inf")
+    assert _tiles(_compile(F.scaled_dot_product_attention, q, k, v, padding), MASKED) == 2
+
+
+def test_the_reference_simulator_times_a_tiled_attention_alike():
+    """Every launch of two tiles (the windows of Q, the fused tiles, the cat) times the same in the engine and the
+    simpy reference."""
+    machine = load_machine()
+    _compile(F.scaled_dot_product_attention, *_qkv(8, 256), cores=1)
+    programs = last_report().kernel_programs
+    assert len(programs) == 5
+    for i, program in enumerate(programs):
+        assert_agree(pipeline.parse(program, machine, f"tile{i}").units, machine)

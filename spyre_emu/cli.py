@@ -29,7 +29,7 @@ from .results.compare import compare, failures, read_report, render, threshold
 from .results.progress import ProgressBar
 from .serving import command as serve_command
 from .unit_program.load import read_json
-from .validation.calibration import DEFAULT_DATA, SINGLE, SWEEP, load_cases
+from .validation.calibration import DEFAULT_DATA, data_files, load_cases
 from .validation.cases import counted, plot_calibration, render_calibration, run_cases, timed
 from .validation.host import host_cases, render_host
 from .validation.measurements import MEASUREMENTS, PROGRAMS, render_overall, validate
@@ -117,8 +117,9 @@ def _validate_parser(sub: argparse._SubParsersAction) -> None:
                      help=f"run only this measurement (repeatable): {', '.join(m.name for m in MEASUREMENTS)}, "
                      "a whole call of measurements.json, or the start of a calibration case's name")
     val.add_argument("--programs", default=str(PROGRAMS), metavar="DIR", help="the calibration programs")
-    val.add_argument("--data", metavar="DIR", help="silicon measurements: matmul_split_sweep.csv, measurements.json or "
-                     "both (default: ../shared/calibration beside the project, when it is there)")
+    val.add_argument("--data", metavar="PATH", help="silicon measurements: a folder holding matmul_split_sweep.csv, "
+                     "measurements.json or both, or one .csv sweep or .json of single figures (default: "
+                     "../shared/calibration beside the project, when it is there)")
     val.add_argument("--plot", metavar="FILE.png", help="simulated vs measured plot (default: beside --out)")
     val.add_argument("--quiet", action="store_true", help="do not print the table")
 
@@ -266,15 +267,17 @@ def _sweep(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     data = Path(args.data) if args.data else DEFAULT_DATA
+    used = bool(args.data) or data.is_dir()  # the default folder is read when it is there
+    sweep, single = data_files(data) if used else (None, None)
     for option, path in (("--out", args.out), ("--plot", args.plot)):
         if path is not None and Path(path).name in ("", ".."):
             raise SpyreEmuError("expected a file name", None, option)
     plot = Path(args.plot) if args.plot else Path(args.out).with_suffix(".png")
     distinct_outputs({"--out": args.out, "--plot": plot},
-                     {"--config": args.config, "--data's sweep": data / SWEEP, "--data's measurements": data / SINGLE,
+                     {"--config": args.config, "--data's sweep": sweep, "--data's measurements": single,
                       **{f"--programs' {p.name}": p for p in sorted(Path(args.programs).glob("*.json"))}})
     machine = load_machine(args.config, args.set)
-    cases, calls = load_cases(data) if args.data or data.is_dir() else ([], {})
+    cases, calls = load_cases(data) if used else ([], {})
     if args.only:
         cases = [c for c in cases if any(c.name.startswith(n) for n in args.only)]
         calls = {name: entry for name, entry in calls.items() if any(name.startswith(n) for n in args.only)}
@@ -282,7 +285,7 @@ def _validate(args: argparse.Namespace) -> int:
     rows, implied = validate(machine, tuple(args.only), Path(args.programs), progress,
                              tuple(c.name for c in cases) + tuple(calls))
     shown = None if args.quiet else progress  # --quiet keeps the measurements' lines, as before
-    whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(data / SINGLE), shown)
+    whole, block = host_cases(calls, machine, load_host(), Path(args.programs), str(single or data), shown)
     points, not_run = run_cases(machine, cases, shown) if cases else ([], [])
     config = " ".join([f"config `{args.config or 'configs/spyre.toml'}`", *(f"`--set {s}`" for s in args.set)])
     text = render_validation(rows, implied, config) + (render_host(whole, block) if whole else "")

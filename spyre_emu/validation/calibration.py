@@ -72,16 +72,29 @@ class Case:
     ratio: float | None = None        # a pair published as a ratio alone: the first division's time over the second's
 
 
-def load_cases(folder: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
-    """Every single-program case of ``folder``, and the whole calls' entries of measurements.json (and ``QUOTED``)
-    by name. The folder holds either file or both: a sweep with no single figures, or the reverse, is data too."""
-    present = [path for path in (folder / SWEEP, folder / SINGLE) if path.is_file()]
-    if not present:
-        raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(folder))
-    rows = _sweep_rows(folder / SWEEP) if folder / SWEEP in present else []
-    cases = [_sweep_case(row, f"{folder / SWEEP} row {line}") for line, row in rows]
-    file = str(folder / SINGLE)
-    singles = _read(folder / SINGLE) if folder / SINGLE in present else {"cases": []}
+def data_files(data: Path) -> tuple[Path | None, Path | None]:
+    """The sweep and the single figures ``data`` names: a folder holding ``SWEEP``, ``SINGLE`` or both, or one
+    file of either kind by its suffix (a sweep in those columns, or single figures in that format, under any
+    name: measurements kept apart need not be renamed to be checked)."""
+    if data.is_dir():
+        sweep, single = data / SWEEP, data / SINGLE
+        if not (sweep.is_file() or single.is_file()):
+            raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both", str(data))
+        return (sweep if sweep.is_file() else None), (single if single.is_file() else None)
+    if data.is_file() and data.suffix in (".csv", ".json"):
+        return (data, None) if data.suffix == ".csv" else (None, data)
+    raise SpyreEmuError(f"expected a folder holding {SWEEP}, {SINGLE} or both, or a .csv sweep or .json of single "
+                        "figures", str(data))
+
+
+def load_cases(data: Path) -> tuple[list[Case], dict[str, dict[str, Any]]]:
+    """Every single-program case of ``data`` (``data_files``), and the whole calls' entries of its single figures
+    (and ``QUOTED``) by name: a sweep with no single figures, or the reverse, is data too."""
+    sweep, single = data_files(data)
+    rows = _sweep_rows(sweep) if sweep else []
+    cases = [_sweep_case(row, f"{sweep} row {line}") for line, row in rows]
+    file = str(single)
+    singles = _read(single) if single else {"cases": []}
     try:
         listed = [(c["name"], c) for c in singles["cases"]]
     except (KeyError, TypeError) as exc:

@@ -132,6 +132,26 @@ def test_a_folder_may_hold_either_file(tmp_path, capsys):
     assert not (tmp_path / "v.md").exists()
 
 
+def test_data_may_be_one_file_under_any_name(tmp_path, capsys):
+    """A sweep (.csv) or single figures (.json) named as their keeper named them are read as the folder's would
+    be; any other file is one line, exit 2, nothing written."""
+    single = {"name": "ring_shift_1m", "what": "1048576 B per core", "device_us": 200.0}
+    data = calibration_folder(tmp_path, [ROW], [single])
+    sweep, singles = (data / SWEEP).rename(tmp_path / "kept_apart.csv"), (data / SINGLE).rename(tmp_path / "x.json")
+    assert [c.name for c in load_cases(sweep)[0]] == ["llama8b_kv_decode_1x1x16x2"]
+    assert [c.name for c in load_cases(singles)[0]] == ["ring_shift_1m"]
+    other = tmp_path / "notes.txt"
+    other.write_text("")
+    assert main(["validate", "--data", str(other), "--out", str(tmp_path / "v.md"), "--only", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"spyre-emu: error: {other}: expected a folder holding {SWEEP}, {SINGLE} or both, or a .csv sweep or .json "
+        "of single figures"]
+    assert main(["validate", "--data", str(sweep), "--out", str(sweep), "--only", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"spyre-emu: error: {sweep}: --out: is also --data's sweep; give --out another file"]
+    assert not (tmp_path / "v.md").exists()
+
+
 def test_an_sfu_kernel_is_known_by_its_op_size_and_cores(tmp_path):
     """In the words of torch-spyre's cost-model sweep (validate's own rows), or where ``what`` says nothing, by
     the sweep's names; a softmax chain is one row tile of 256 rows (2048 rows: 8) unless ``what`` states the

@@ -8,10 +8,12 @@ instruction by instruction.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
 
+from spyre_emu.cli import main
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import load_kernel_program
 from spyre_emu.lowering import usable_lx_sticks
@@ -141,3 +143,34 @@ def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):
         _attention(tmp_path, spyre, 3, 128, (3, 2), in_place=in_place)
         program = load_kernel_program(tmp_path / f"lx{'_in_place' * in_place}.json")
         assert plan_lx(program, usable).budgets == [usable - n for n in held]
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"in_place_of": "x"}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 'x': 'exp' must read 'x', an LX tensor "
+                           r"written before it"),
+    ({"in_place_of": "nowhere"}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 'nowhere': 'exp' must read"),
+    ({"in_place_of": "s", "lx_offset": 65536}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 's': it must have "
+                                               r"the same layout and no lx_offset"),
+    ({"in_place_of": "s", "slices": {"mb": 4, "out": 2}}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 's': "
+                                                          r"'exp' gives the cores other slices than 's' has"),
+    ({"in_place_of": "s", "dram": True}, r"tensors\.e\.in_place_of: in_place_of places a tensor in lx; this one is "
+                                         r"in dram"),
+])
+def test_an_in_place_tensor_the_rule_does_not_allow_is_one_line_exit_2(tmp_path, capsys, change, words):
+    """Each refusal names the kernel (or the tensor) by its JSON path, on one line, exit 2, no traceback."""
+    path, _ = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    e = data["tensors"]["e"]
+    e["in_place_of"] = change["in_place_of"]
+    if "lx_offset" in change:
+        e["lx_offset"] = change["lx_offset"]
+    if "slices" in change:
+        data["kernels"][1]["work_division"] = change["slices"]
+    if change.get("dram"):
+        del e["space"]
+    path.write_text(json.dumps(data))
+    assert main(["run", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"spyre-emu: error: {path}: "), err
+    assert re.search(words, err), err

@@ -174,3 +174,23 @@ def test_an_in_place_tensor_the_rule_does_not_allow_is_one_line_exit_2(tmp_path,
     assert err.count("\n") == 1, err
     assert err.startswith(f"spyre-emu: error: {path}: "), err
     assert re.search(words, err), err
+
+
+def test_writing_over_a_row_kernels_weight_is_refused(tmp_path, spyre):
+    """rmsnorm multiplies each output stick by its weight stick after writing it (x * rstd, then * w): an output
+    written over the weight (one row, so the two share a layout) would read its own product; only x (input 0) may
+    be written over."""
+    shape, dims = (1, 256), {"mb": 1, "out": 256}
+    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xw"}
+    t |= {"wl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
+          "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "wl"},
+          "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
+    kernels = [{"op": "identity", "inputs": ["w"], "outputs": ["wl"], "dims": dims, "work_division": {}},
+               {"name": "norm", "op": "rmsnorm", "inputs": ["x", "wl"], "outputs": ["yl"], "dims": dims,
+                "work_division": {}, "attrs": {"eps": 1e-5}},
+               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    with pytest.raises(ProgramError, match=r"kernels\[1\]\.outputs: LX tensor 'yl' in place of 'wl': rmsnorm does not "
+                                           r"read every stick of 'wl' before writing the same stick"):
+        load(path, spyre)

@@ -19,6 +19,7 @@ from spyre_emu.kernel_program import load_kernel_program
 from spyre_emu.lowering import usable_lx_sticks
 from spyre_emu.lowering.lx import plan_lx
 from spyre_emu.pipeline import load, run
+from tests.conftest import card_fp16
 from tests.lowering.test_lx_and_broadcast import _chain
 from tests.lowering.test_matmul_lx import _attention
 from tests.lowering.test_rowwise import _program, _reference
@@ -117,21 +118,45 @@ def test_writing_over_a_tensor_a_later_kernel_reads_is_refused(tmp_path, spyre):
         load(_in_place(path, "e", "s"), spyre)
 
 
-def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
-    """layernormnorm reads its rstd (input 2) in its second step, after the first has written the output."""
+def _norm_over_rstd(tmp_path, out):
+    """layernormnorm over an LX rstd ``rl``, writing LX tensor ``out`` (``yl`` in place of ``rl``, or ``rl``)."""
     shape, dims = (8, 64), {"mb": 8, "out": 64}
     t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xmrwb"}
     t |= {"rl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
           "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "rl"},
           "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
     kernels = [{"op": "identity", "inputs": ["r"], "outputs": ["rl"], "dims": dims, "work_division": {}},
-               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": ["yl"],
+               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": [out],
                 "dims": dims, "work_division": {}},
-               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+               {"op": "identity", "inputs": [out], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    if out == "rl":
+        del t["yl"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    return path
+
+
+def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
+    """layernormnorm reads its rstd (input 2) in its second step, after the first has written the output."""
     with pytest.raises(ProgramError, match=r"'yl' in place of 'rl': layernormnorm does not read every stick of 'rl'"):
-        load(path, spyre)
+        load(_norm_over_rstd(tmp_path, "yl"), spyre)
+
+
+def test_writing_an_lx_input_over_itself_by_name_follows_the_same_rule(tmp_path, spyre):
+    """The same kernel writing ``rl`` itself (one name, no in_place_of) wrote each output stick over the rstd its
+    second step still had to read: 2.4 off torch's values, silently. Refused as the in-place tensor is; a
+    one-step op over itself (the softmax_stages programs' sigmoid d -> d) still runs."""
+    with pytest.raises(ProgramError, match=r"kernels\[1\]\.outputs: 'norm' writes LX tensor 'rl' over itself: "
+                                           r"layernormnorm does not read every stick of 'rl' before writing"):
+        load(_norm_over_rstd(tmp_path, "rl"), spyre)
+    path, x = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["kernels"][1]["outputs"] = ["s"]  # exp(s) over s itself
+    data["kernels"][2]["inputs"] = ["s", "x"]
+    path.write_text(json.dumps(data))
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    f = x.astype(np.float32)
+    np.testing.assert_allclose(got, card_fp16(np.exp(card_fp16(f + 1))) - f, rtol=5e-3, atol=5e-3)
 
 
 def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):

@@ -9,7 +9,7 @@ A tensor ``in_place_of`` another takes over its place: the kernel that writes it
 reads each of its sticks before writing the same stick of the output (a row-wise kernel's x, whose row
 statistics are folded before the row is written; a pointwise input that only its first SFU step reads), so
 one region holds both (torch-spyre's softmax runs its exp in place so). Anything else is refused, naming the
-tensors.
+tensors; so is a kernel writing an LX tensor it reads (one name) that does not read it so.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def plan_lx(program: KernelProgram, usable_sticks: int) -> LxPlan:
     for i, kernel in enumerate(program.kernels):
         live = [span for span in live if last[span[2]] >= i]
         for name in kernel.outputs:
+            _check_rewrite(program, i, name)
             if first.get(name) != i:
                 continue
             sticks = _owned(program, i, name)
@@ -123,6 +124,16 @@ def _over(program: KernelProgram, index: int, name: str, sticks: dict[int, np.nd
     if sticks.keys() != res.sticks.keys() or any(not np.array_equal(ids, res.sticks[c]) for c, ids in sticks.items()):
         raise refuse(f"{kernel.name!r} gives the cores other slices than {over!r} has")
     return res.base // STICK_BYTES
+
+
+def _check_rewrite(program: KernelProgram, index: int, name: str) -> None:
+    """A kernel writing an LX tensor it also reads (one name for both) writes each stick over itself: it must read
+    it as a tensor ``in_place_of`` another is read (``reads_before_writing``), else it would read what it wrote."""
+    kernel = program.kernels[index]
+    if (name in kernel.inputs and program.tensors[name].space == "lx"
+            and not reads_before_writing(kernel.op, kernel.inputs, name)):
+        raise ProgramError(f"{kernel.name!r} writes LX tensor {name!r} over itself: {kernel.op} does not read every "
+                           f"stick of {name!r} before writing the same stick", program.source, kernel.path + ".outputs")
 
 
 def reads_before_writing(op: str, inputs: tuple[str, ...], name: str) -> bool:

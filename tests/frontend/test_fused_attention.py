@@ -174,3 +174,17 @@ def test_a_key_padding_mask_is_read_at_its_own_size(batch):
     if batch == 2:
         machine = load_machine()
         assert_agree(pipeline.parse(program, machine, "attention").units, machine)
+
+
+def test_a_mask_per_head_shared_by_the_batches_is_not_read_as_consecutive_positions():
+    """A (1, H, 1, L) mask over the scores (B·H, L, L): in the merged dim the heads vary fastest, so merged index h
+    needs mask row h % H, which the pointwise rule h // (m / n) does not give (layout._grouped takes a group whose
+    leading dims are whole and the rest broadcast, not the reverse); torch's values."""
+    g = torch.Generator().manual_seed(10)
+    q, k, v = (torch.randn(2, 3, 64, 64, generator=g).half() for _ in range(3))
+    mask = torch.zeros(1, 3, 1, 64).half()
+    mask[0, 0, :, 10:] = float("-inf")
+    mask[0, 1, :, 40:] = float("-inf")
+    with torch.no_grad():
+        got = torch.compile(_sdpa_masked, backend="spyre_emu", dynamic=False)(q, k, v, mask)
+    assert_matches(got, _sdpa_masked(q.float(), k.float(), v.float(), mask.float()))

@@ -50,7 +50,7 @@ def _fused(ops):
 def test_attention_is_tiled_exactly_when_one_tile_s_scores_do_not_fit():
     """4 cores, heads of 512 × 512 fp16 scores: 8 sticks a row, so a head's scores are 4,096 sticks, 1,024 a core
     when split over 4. The scale and softmax write over the scores (one tensor live), which must fit in half the
-    usable LX: 6,348 sticks. 6 heads take 6,144 a core (2 heads × 256 rows): one launch. 7 heads (7 is prime: 7
+    usable LX: 6,348 sticks. 6 heads take 6,144 a core (24,576 over 4 cores): one launch. 7 heads (7 is prime: 7
     heads × 128 rows a core) take 7,168: two tiles of 256 query rows, 3,584 each."""
     assert usable_lx_sticks(load_machine()) // 2 == 6348
     assert _compile(F.scaled_dot_product_attention, *_qkv(6, 512)) == [CHAIN]

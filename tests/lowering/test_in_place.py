@@ -8,15 +8,18 @@ instruction by instruction.
 """
 
 import json
+import re
 
 import numpy as np
 import pytest
 
+from spyre_emu.cli import main
 from spyre_emu.errors import ProgramError
 from spyre_emu.kernel_program import load_kernel_program
 from spyre_emu.lowering import usable_lx_sticks
 from spyre_emu.lowering.lx import plan_lx
 from spyre_emu.pipeline import load, run
+from tests.conftest import card_fp16
 from tests.lowering.test_lx_and_broadcast import _chain
 from tests.lowering.test_matmul_lx import _attention
 from tests.lowering.test_rowwise import _program, _reference
@@ -115,21 +118,45 @@ def test_writing_over_a_tensor_a_later_kernel_reads_is_refused(tmp_path, spyre):
         load(_in_place(path, "e", "s"), spyre)
 
 
-def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
-    """layernormnorm reads its rstd (input 2) in its second step, after the first has written the output."""
+def _norm_over_rstd(tmp_path, out):
+    """layernormnorm over an LX rstd ``rl``, writing LX tensor ``out`` (``yl`` in place of ``rl``, or ``rl``)."""
     shape, dims = (8, 64), {"mb": 8, "out": 64}
     t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xmrwb"}
     t |= {"rl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
           "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "rl"},
           "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
     kernels = [{"op": "identity", "inputs": ["r"], "outputs": ["rl"], "dims": dims, "work_division": {}},
-               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": ["yl"],
+               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": [out],
                 "dims": dims, "work_division": {}},
-               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+               {"op": "identity", "inputs": [out], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    if out == "rl":
+        del t["yl"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    return path
+
+
+def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
+    """layernormnorm reads its rstd (input 2) in its second step, after the first has written the output."""
     with pytest.raises(ProgramError, match=r"'yl' in place of 'rl': layernormnorm does not read every stick of 'rl'"):
-        load(path, spyre)
+        load(_norm_over_rstd(tmp_path, "yl"), spyre)
+
+
+def test_writing_an_lx_input_over_itself_by_name_follows_the_same_rule(tmp_path, spyre):
+    """The same kernel writing ``rl`` itself (one name, no in_place_of) wrote each output stick over the rstd its
+    second step still had to read: 2.4 off torch's values, silently. Refused as the in-place tensor is; a
+    one-step op over itself (the softmax_stages programs' sigmoid d -> d) still runs."""
+    with pytest.raises(ProgramError, match=r"kernels\[1\]\.outputs: 'norm' writes LX tensor 'rl' over itself: "
+                                           r"layernormnorm does not read every stick of 'rl' before writing"):
+        load(_norm_over_rstd(tmp_path, "rl"), spyre)
+    path, x = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    data["kernels"][1]["outputs"] = ["s"]  # exp(s) over s itself
+    data["kernels"][2]["inputs"] = ["s", "x"]
+    path.write_text(json.dumps(data))
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    f = x.astype(np.float32)
+    np.testing.assert_allclose(got, card_fp16(np.exp(card_fp16(f + 1))) - f, rtol=5e-3, atol=5e-3)
 
 
 def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):
@@ -141,3 +168,54 @@ def test_the_kernels_after_keep_the_lx_the_input_held(tmp_path, spyre):
         _attention(tmp_path, spyre, 3, 128, (3, 2), in_place=in_place)
         program = load_kernel_program(tmp_path / f"lx{'_in_place' * in_place}.json")
         assert plan_lx(program, usable).budgets == [usable - n for n in held]
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"in_place_of": "x"}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 'x': 'exp' must read 'x', an LX tensor "
+                           r"written before it"),
+    ({"in_place_of": "nowhere"}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 'nowhere': 'exp' must read"),
+    ({"in_place_of": "s", "lx_offset": 65536}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 's': it must have "
+                                               r"the same layout and no lx_offset"),
+    ({"in_place_of": "s", "slices": {"mb": 4, "out": 2}}, r"kernels\[1\]\.outputs: LX tensor 'e' in place of 's': "
+                                                          r"'exp' gives the cores other slices than 's' has"),
+    ({"in_place_of": "s", "dram": True}, r"tensors\.e\.in_place_of: in_place_of places a tensor in lx; this one is "
+                                         r"in dram"),
+])
+def test_an_in_place_tensor_the_rule_does_not_allow_is_one_line_exit_2(tmp_path, capsys, change, words):
+    """Each refusal names the kernel (or the tensor) by its JSON path, on one line, exit 2, no traceback."""
+    path, _ = _chain(tmp_path, "lx")
+    data = json.loads(path.read_text())
+    e = data["tensors"]["e"]
+    e["in_place_of"] = change["in_place_of"]
+    if "lx_offset" in change:
+        e["lx_offset"] = change["lx_offset"]
+    if "slices" in change:
+        data["kernels"][1]["work_division"] = change["slices"]
+    if change.get("dram"):
+        del e["space"]
+    path.write_text(json.dumps(data))
+    assert main(["run", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"spyre-emu: error: {path}: "), err
+    assert re.search(words, err), err
+
+
+def test_writing_over_a_row_kernels_weight_is_refused(tmp_path, spyre):
+    """rmsnorm multiplies each output stick by its weight stick after writing it (x * rstd, then * w): an output
+    written over the weight (one row, so the two share a layout) would read its own product; only x (input 0) may
+    be written over."""
+    shape, dims = (1, 256), {"mb": 1, "out": 256}
+    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xw"}
+    t |= {"wl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
+          "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "wl"},
+          "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
+    kernels = [{"op": "identity", "inputs": ["w"], "outputs": ["wl"], "dims": dims, "work_division": {}},
+               {"name": "norm", "op": "rmsnorm", "inputs": ["x", "wl"], "outputs": ["yl"], "dims": dims,
+                "work_division": {}, "attrs": {"eps": 1e-5}},
+               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    with pytest.raises(ProgramError, match=r"kernels\[1\]\.outputs: LX tensor 'yl' in place of 'wl': rmsnorm does not "
+                                           r"read every stick of 'wl' before writing the same stick"):
+        load(path, spyre)

@@ -46,6 +46,13 @@ def _first_written(data: dict[str, Any]) -> list[str]:
 
 
 def _placed(data: dict[str, Any], lx: list[str], kept: list[str]) -> dict[str, Any]:
-    """``data`` with the tensors of ``lx`` that are not ``kept`` in DRAM."""
-    moved = {name: {**data["tensors"][name], "space": "dram"} for name in lx if name not in kept}
-    return {**data, "tensors": {**data["tensors"], **moved}}
+    """``data`` with the tensors of ``lx`` that are not ``kept`` in DRAM. A tensor written over another
+    (``in_place_of``) takes a place of its own when either of the two is in DRAM."""
+    dram = {name for name in lx if name not in kept}
+    tensors = {name: _own_place(t) if name in dram or t.get("in_place_of") in dram else t
+               for name, t in data["tensors"].items()}
+    return {**data, "tensors": {**tensors, **{name: {**tensors[name], "space": "dram"} for name in dram}}}
+
+
+def _own_place(tensor: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in tensor.items() if key != "in_place_of"}

@@ -52,6 +52,25 @@ def test_neither_intermediate_fits():
     assert _spaces(planned(_tile(1024), _lx(), "tile")) == {"c": "dram", "d": "dram", "m": "lx", "s": "lx"}
 
 
+def test_a_tensor_written_over_a_moved_one_takes_its_own_place():
+    """exp writes e over d (its one reader, one step: exact in place). d does not fit beside c and goes to DRAM,
+    so e takes a place of its own in LX (c's, free once sub has read it); the softmax's values unchanged."""
+    data = _tile()
+    data["tensors"]["e"] = {**data["tensors"]["d"], "in_place_of": "d"}
+    for kernel in data["kernels"]:
+        kernel["inputs"] = ["e" if (name == "c" and kernel["op"] in ("sum", "realdiv")) else name
+                            for name in kernel["inputs"]]
+        kernel["outputs"] = ["e" if kernel["op"] == "exp" else name for name in kernel["outputs"]]
+    machine = _lx()
+    program = planned(data, machine, "tile")
+    assert {name: t.space for name, t in program.tensors.items() if name in "cdems"} == {
+        "c": "lx", "d": "dram", "e": "lx", "m": "lx", "s": "lx"}
+    x = np.random.default_rng(7).standard_normal((ROWS, COLS)).astype(np.float16)
+    want = run(parse(_tile(), load_machine(), "tile"), load_machine(), functional=True, inputs={"x": x}).outputs["y"]
+    got = run(program, machine, functional=True, inputs={"x": x}).outputs["y"]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_a_moved_intermediate_computes_the_same_softmax():
     machine = _lx()
     x = np.random.default_rng(7).standard_normal((ROWS, COLS)).astype(np.float16)

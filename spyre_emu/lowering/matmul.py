@@ -20,7 +20,9 @@ and each stores its piece; otherwise a core stores its tile once its last chunk 
 Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
 output stick of a block of batches, the block as large as LX allows for that one stick: the block's
 A is read again for each output stick, but its runs (a row's sticks for the block's batches) are
-long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md).
+long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md). A batched matmul of
+one batch has no blocks of batches to size: it is tiled as a 2-D one (a single head's Q·Kᵀ would otherwise read
+its A once per output stick, 64 times for a context of 4,096).
 """
 
 from __future__ import annotations
@@ -340,10 +342,11 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
     owned = most["mb"]
-    all_rows = batched and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # fewer batches instead
+    interleaved = batched and a.shape[0] > 1  # a batch of one has no batch blocks to size: tiled as a 2-D matmul
+    all_rows = interleaved and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # fewer batches instead
     most["mb"] = owned if all_rows else min(owned, machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
-    groups = 1 if batched else most["out"]  # batched: one output stick per tile, batch blocks sized for it
-    keep, block = ("", column_block(most["in"], most["mb"], 1, lx_sticks, split)) if batched else stationary(
+    groups = 1 if interleaved else most["out"]  # batched: one output stick per tile, batch blocks sized for it
+    keep, block = ("", column_block(most["in"], most["mb"], 1, lx_sticks, split)) if interleaved else stationary(
         most["in"], (owned, most["mb"]), groups, lx_sticks, split)
     if block == 0:
         raise ProgramError(f"a core's {most['mb']} rows of C leave no LX for A and B; split mb over more cores", src,

@@ -72,9 +72,24 @@ def test_2d_core_keeps_row_blocks_and_b_across_them(tmp_path, rows):
 
 
 def test_batched_rows_that_do_not_fit_fall_back_to_row_blocks(tmp_path):
-    """8,192 rows of one batch leave no room beside C (8,192 + 2 x (8,192 + 64) > 12,697): row blocks of 128,
-    B (8 KB) read 64 times, and the kernel still lowers."""
+    """8,192 rows of a batch leave no room beside C (8,192 + 2 x (8,192 + 64) > 12,697): row blocks of 128 (of
+    both batches), B (2 x 8 KB) read 64 times, and the kernel still lowers."""
     machine = load_machine()
-    path, a, b = _bmm(tmp_path, 1, 8192, 64, 64)
+    path, a, b = _bmm(tmp_path, 2, 8192, 64, 64)
     report = run(load(path, machine), machine).report.data
     assert report["dram"]["read_bytes"] == a.nbytes + 64 * b.nbytes
+
+
+@pytest.mark.parametrize(("m", "k", "n", "a_reads", "b_reads"), [(8192, 64, 64, 1, 1), (512, 128, 4096, 2, 1)])
+def test_one_batch_is_tiled_as_a_2d_matmul(tmp_path, m, k, n, a_reads, b_reads):
+    """A batch of one has no blocks of batches to size, so it is tiled as a 2-D matmul (tiling.stationary):
+    8,192 rows keep B (8 KB) in LX across their 64 row blocks, read once (the batched order read it 64 times);
+    a Q·Kᵀ of one head (512 × 128 @ 128 × 4,096 on one core) does C in two column blocks (47 and 17 of its 64
+    output sticks, as many as LX holds beside B's), reading A once per block (the batched order: once per output
+    stick, 64 times)."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 1, m, k, n)
+    result = run(load(path, machine), machine, functional=True)
+    assert result.report.data["dram"]["read_bytes"] == a_reads * a.nbytes + b_reads * b.nbytes
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)

@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from spyre_emu.frontend import compile as compile_module  # noqa: E402
 from spyre_emu.frontend import last_report  # noqa: E402
 
 from spyre_emu import pipeline  # noqa: E402
@@ -22,9 +23,9 @@ CHAIN = ["batchmatmul", "mul", "softmax", "batchmatmul"]
 MASKED = ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
 
 
-def _compile(fn, *args, cores=4):
+def _compile(fn, *args, cores=4, cache=True):
     with torch.no_grad():
-        got = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores})(*args)
+        got = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores, "cache": cache})(*args)
         want = fn(*(a.float() for a in args))
     assert_matches(got, want)
     return [[k["op"] for k in p["kernels"]] for p in last_report().kernel_programs]
@@ -131,6 +132,24 @@ def test_the_tile_count_at_the_fit_limit():
         ops = _launches(F.scaled_dot_product_attention, *[(1, 8, rows, 64)] * 3)
         assert _tiles(ops, CHAIN) == tiles
         assert len(ops) == 2 * tiles + 1
+
+
+def test_a_tile_the_lowering_refuses_runs_its_unfused_chain_on_the_card(monkeypatch):
+    """Each tile's fused softmax keeps the chain it was fused from: the lowering made to refuse the second tile's
+    softmax, that tile runs max, exp, sum and the division on the card, as an untiled softmax would, and the
+    values are torch's. A tile's kernel without its chain fell back to the CPU."""
+    lower = compile_module._lower
+
+    def refusing(seg, *args):
+        refused = next((k for k in seg.kernels if k.op == "softmax" and k.name.endswith("_q1")), None)
+        return (refused, "refused by the test") if refused else lower(seg, *args)
+
+    monkeypatch.setattr(compile_module, "_lower", refusing)
+    ops = _compile(F.scaled_dot_product_attention, *_qkv(8, 257, seed=10), cores=1, cache=False)
+    assert not last_report().fallbacks
+    assert sum(p.count("softmax") for p in ops) == 1
+    assert sum(p.count("exp") for p in ops) == 1
+    assert ops[-1] == ["cat"]
 
 
 @pytest.mark.parametrize("length", [256, 257])

@@ -4,12 +4,14 @@ Pass 4 keeps a row chain's tensors in LX (work_division.py ``_align``) only when
 When the whole chain does not (Granite-3.3-8B's 32 heads at 1,024 tokens: 16,384 score sticks per core against
 half of usable LX), its kernels kept their own splits and the scores crossed DRAM several times. Attention's rows
 are independent: Q·Kᵀ, the scale, the mask and softmax of query rows a..b need only Q's rows a..b (and the mask's),
-and P·V's rows a..b only those probabilities. So the chain is cut into the fewest equal tiles of query rows whose
-scores fit (``work_division.query_tiles``), each tile the chain's kernels over its rows, reading its window of Q
-(and of a mask that varies along the rows: restickify kernels with a window, as a slice's) and writing its rows of
-the output; a ``cat`` kernel (DMA only) joins the tiles' outputs into the chain's output value, which the rest of
-the graph reads as before. The rewrite is on the graph before work division, so the later passes see ordinary
-kernels: each tile is aligned and fused as a chain that fits.
+and P·V's rows a..b only those probabilities. So the chain is cut into tiles of query rows whose scores fit
+(``work_division.query_tiles``: the fewest that fit, of whole PT passes but the last, their count not only one
+dividing the rows, so a prime prompt length is tiled too), each tile the chain's kernels over its rows,
+reading its window of Q (and of a mask that varies along the rows: restickify kernels with a window, as a
+slice's) and writing its rows of the output, a fused kernel keeping its chain; a ``cat`` kernel (DMA only) joins
+the tiles' outputs into the chain's output value, which the rest of the graph reads as before. The rewrite is on
+the graph before work division, so the later passes see ordinary kernels: each tile is aligned and fused as a
+chain that fits.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ def tile_queries(graph: Graph, nodes: list[Node], machine: Machine, cores: int) 
     tiled = False
     for chain in row_chains(graph):
         tiles = query_tiles(graph, chain, machine, cores)
-        block = _block(graph, nodes, chain) if tiles > 1 else None
+        block = _block(graph, nodes, chain) if len(tiles) > 1 else None
         if block is None:
             continue
-        rows = chain[0].outputs[0].shape[-2]
-        parts = [_tile(block, rows * t // tiles, rows * (t + 1) // tiles, f"q{t}") for t in range(tiles)]
+        parts = [_tile(block, start, stop, f"q{t}") for t, (start, stop) in enumerate(tiles)]
         tail = chain[-1]
         out = tail.outputs[0]
         cat = Node("cat", [p[-1].outputs[0] for p in parts], [out], tail.fx, {"along": len(out.shape) - 2},
@@ -60,10 +61,12 @@ def _block(graph: Graph, nodes: list[Node], chain: list[Node]) -> list[Node] | N
     return None if outside or inner.intersection(graph.outputs) else block
 
 
-def _tile(block: list[Node], start: int, stop: int, tag: str) -> list[Node]:
-    """The block over query rows ``start:stop``: each value a tile of its own, Q and a mask varying along the
-    rows read through windows."""
-    tiles: dict[Value, Value] = {}
+def _tile(block: list[Node], start: int, stop: int, tag: str, tiles: dict[Value, Value] | None = None) -> list[Node]:
+    """The block over query rows ``start:stop``: each value a tile of its own (``tiles``: the block's values to
+    their tiles), Q and a mask varying along the rows read through windows. A fused kernel's tile keeps its chain
+    (``unfused``) tiled alike, over the same tiles of the values it reads and writes, so that a tile the lowering
+    refuses runs its chain on the card (compile.py), as the untiled kernel would, not on the CPU."""
+    tiles = {} if tiles is None else tiles
     out: list[Node] = []
     for node in block:
         inputs = []
@@ -77,10 +80,12 @@ def _tile(block: list[Node], start: int, stop: int, tag: str) -> list[Node]:
                 inputs.append(window)
             else:
                 inputs.append(v)
-        tiles[node.outputs[0]] = _rows(node.outputs[0], start, stop, f"{node.outputs[0].name}_{tag}")
+        value = node.outputs[0]
+        tiles.setdefault(value, _rows(value, start, stop, f"{value.name}_{tag}"))  # a chain's last: its kernel's
         attrs = {"regroup": True} if node.host == "view" else dict(node.attrs)
-        out.append(Node(node.op, inputs, [tiles[node.outputs[0]]], node.fx, attrs, node.host, node.reason,
-                        name=f"{node.name}_{tag}"))
+        tile = Node(node.op, inputs, [tiles[value]], node.fx, attrs, node.host, node.reason, name=f"{node.name}_{tag}")
+        tile.unfused = _tile(node.unfused, start, stop, tag, tiles)
+        out.append(tile)
     return out
 
 

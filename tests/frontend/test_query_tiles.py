@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+from spyre_emu.frontend import compile as compile_module  # noqa: E402
 from spyre_emu.frontend import last_report  # noqa: E402
 
 from spyre_emu import pipeline  # noqa: E402
@@ -22,9 +23,9 @@ CHAIN = ["batchmatmul", "mul", "softmax", "batchmatmul"]
 MASKED = ["batchmatmul", "mul", "add", "softmax", "batchmatmul"]
 
 
-def _compile(fn, *args, cores=4):
+def _compile(fn, *args, cores=4, cache=True):
     with torch.no_grad():
-        got = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores})(*args)
+        got = torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores, "cache": cache})(*args)
         want = fn(*(a.float() for a in args))
     assert_matches(got, want)
     return [[k["op"] for k in p["kernels"]] for p in last_report().kernel_programs]
@@ -33,6 +34,14 @@ def _compile(fn, *args, cores=4):
 def _qkv(heads, length, seed=5):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(1, heads, length, 64, generator=g).half() for _ in range(3)]
+
+
+def _launches(fn, *shapes, cores=1):
+    """The launches of ``fn`` on meta tensors of ``shapes`` (timing only)."""
+    with torch.no_grad():
+        torch.compile(fn, backend="spyre_emu", dynamic=False, options={"cores": cores})(
+            *(torch.empty(s, dtype=torch.float16, device="meta") for s in shapes))
+    return [[k["op"] for k in p["kernels"]] for p in last_report().kernel_programs]
 
 
 def _tiles(ops, chain):
@@ -57,16 +66,17 @@ def test_attention_is_tiled_exactly_when_one_tile_s_scores_do_not_fit():
     assert _tiles(_compile(F.scaled_dot_product_attention, *_qkv(7, 512)), CHAIN) == 2
 
 
-def test_causal_grouped_query_attention_in_four_tiles_gives_torchs_values():
-    """16 query heads (4 key/value heads, repeated for prefill as Granite's are) on 4 cores: 16,384 score sticks a
-    core, 8,192 in two tiles, 4,096 in four; the causal mask (a folded constant) read through each tile's window
-    of its rows."""
+def test_causal_grouped_query_attention_in_three_tiles_gives_torchs_values():
+    """16 query heads (4 key/value heads, repeated for prefill as Granite's are) on 4 cores: 8 sticks a row, 16,384
+    score sticks a core, 8,192 in two tiles; three tiles of 168, 168 and 176 rows (21, 21 and 22 PT passes) give a
+    core a quarter of 16 × 176 × 8, 5,632 at most. The causal mask (a folded constant) is read through each
+    tile's window of its rows."""
     def causal(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
     q, k, v = _qkv(16, 512)
     ops = _compile(causal, q, k[:, :4], v[:, :4])
-    assert _fused(ops) == 4  # V's restickify runs in the first tile's launch
+    assert _fused(ops) == 3  # V's restickify runs in the first tile's launch
     assert ops[-1] == ["cat"]
 
 
@@ -85,11 +95,69 @@ def test_a_mask_of_rows_and_a_key_padding_mask_in_tiles_give_torchs_values():
     assert _tiles(_compile(F.scaled_dot_product_attention, q, k, v, padding), MASKED) == 2
 
 
-def test_the_reference_simulator_times_a_tiled_attention_alike():
+def test_a_prime_length_is_tiled_unevenly_and_gives_torchs_values():
+    """257 query rows (prime: no equal tiles) of 8 heads on one core: 5 sticks a row, 10,280 score sticks, more
+    than the 6,348 that fit; two tiles of 128 and 129 rows (5,160 sticks) fit. Only tile counts dividing the rows
+    were tried before, so it ran as four launches with the scores through DRAM (2,481.3 µs; tiled, 997.2 µs; 256
+    rows: 853.2 µs). A key-padding mask (one row) is read whole by both tiles."""
+    q, k, v = _qkv(8, 257, seed=8)
+    assert _tiles(_compile(F.scaled_dot_product_attention, q, k, v, cores=1), CHAIN) == 2
+    padding = torch.zeros(1, 1, 1, 257).half()
+    padding[..., 190:] = float("-inf")
+    assert _tiles(_compile(F.scaled_dot_product_attention, q, k, v, padding, cores=1), MASKED) == 2
+
+
+def test_causal_grouped_query_attention_at_a_prime_length_gives_torchs_values():
+    """509 rows (prime), 16 query heads over 4 key/value heads, on 4 cores: 8 sticks a row, so a tile of r rows
+    has 16 × r × 8 score sticks, and a split over 4 cores leaves a core at least a quarter of them, 32 r: two tiles
+    (256 and 253 rows: 8,192 sticks) cannot fit in 6,348, three (168, 168 and 173 rows, a core 4 heads of them:
+    at most 5,536) do. The causal mask is read through each tile's window of its rows, the last one's not whole
+    PT passes."""
+    def causal(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    q, k, v = _qkv(16, 509, seed=9)
+    ops = _compile(causal, q, k[:, :4], v[:, :4])
+    assert _fused(ops) == 3
+    assert ops[-1] == ["cat"]
+
+
+def test_the_tile_count_at_the_fit_limit():
+    """One core, 8 heads, 5 sticks a row (257 to 320 keys): a tile of r rows takes 40 r score sticks, which fit when
+    r <= 158 (6,348 // 40). Tiles are whole PT passes of 8 rows but the last, the passes shared near-equally
+    (work_division.tile_rows): 307 rows (prime, 39 passes) in two tiles are 152 and 155 rows, which fit; 311
+    (prime, 39 passes) are 152 and 159, which do not (6,360 sticks), so three of 104, 104 and 103. A tile is two
+    launches (its window of Q, its chain), the cat one more."""
+    for rows, tiles in ((307, 2), (311, 3)):
+        ops = _launches(F.scaled_dot_product_attention, *[(1, 8, rows, 64)] * 3)
+        assert _tiles(ops, CHAIN) == tiles
+        assert len(ops) == 2 * tiles + 1
+
+
+def test_a_tile_the_lowering_refuses_runs_its_unfused_chain_on_the_card(monkeypatch):
+    """Each tile's fused softmax keeps the chain it was fused from: the lowering made to refuse the second tile's
+    softmax, that tile runs max, exp, sum and the division on the card, as an untiled softmax would, and the
+    values are torch's. A tile's kernel without its chain fell back to the CPU."""
+    lower = compile_module._lower
+
+    def refusing(seg, *args):
+        refused = next((k for k in seg.kernels if k.op == "softmax" and k.name.endswith("_q1")), None)
+        return (refused, "refused by the test") if refused else lower(seg, *args)
+
+    monkeypatch.setattr(compile_module, "_lower", refusing)
+    ops = _compile(F.scaled_dot_product_attention, *_qkv(8, 257, seed=10), cores=1, cache=False)
+    assert not last_report().fallbacks
+    assert sum(p.count("softmax") for p in ops) == 1
+    assert sum(p.count("exp") for p in ops) == 1
+    assert ops[-1] == ["cat"]
+
+
+@pytest.mark.parametrize("length", [256, 257])
+def test_the_reference_simulator_times_a_tiled_attention_alike(length):
     """Every launch of two tiles (the windows of Q, the fused tiles, the cat) times the same in the engine and the
-    simpy reference."""
+    simpy reference: equal tiles of 128 rows, and 128 and 129 rows joined by a cat of unequal parts."""
     machine = load_machine()
-    _compile(F.scaled_dot_product_attention, *_qkv(8, 256), cores=1)
+    _compile(F.scaled_dot_product_attention, *_qkv(8, length), cores=1)
     programs = last_report().kernel_programs
     assert len(programs) == 5
     for i, program in enumerate(programs):

@@ -123,8 +123,8 @@ def as_runs(ids: np.ndarray) -> Runs:
     """Consecutive stick ids as (first, count) runs, in the given order."""
     if not ids.size:
         return []
-    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-    return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
+    heads = np.flatnonzero(np.concatenate([[True], np.diff(ids) != 1]))  # where each run starts
+    return list(zip(ids[heads].tolist(), np.diff(np.append(heads, ids.size)).tolist(), strict=True))
 
 
 def run_sticks(runs: Runs) -> int:

@@ -140,7 +140,8 @@ def timings(programs: list[Program], machine: Machine, cache: bool = True) -> li
     missing = sorted((i for i, e in enumerate(entries) if e is None), key=lambda i: -sizes[i])
     jobs = [(unique[i], machine) for i in missing]
     size = sum(sizes[i] for i in missing)
-    done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
+    with memo.collector_paused():  # pickling the jobs makes objects, not garbage: no full collection (speed.md)
+        done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
     for i, entry in zip(missing, done, strict=True):
         entries[i] = entry
         if cache:

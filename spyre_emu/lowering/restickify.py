@@ -21,7 +21,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, division, stick_hosts, stick_of
+from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
 from .streams import CoreStreams, Emit, Item, dma_item
 from .target import Stepper, Target
 
@@ -97,7 +97,7 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     check_division(y, div, src, where + ".work_division")
     shares = {}
     for core, runs in core_runs(y, div).items():
-        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        ids = run_ids(runs)
         stick, lane = _sources(x, y, perm, window, ids)
         gathered = gathered_sticks(stick, lane)
         if gathered.all():

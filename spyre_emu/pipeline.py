@@ -131,14 +131,17 @@ def timing(program: Program, machine: Machine, max_cycles: int = DEFAULT_MAX_CYC
 def timings(programs: list[Program], machine: Machine, cache: bool = True) -> list[tuple[EventLog, Report]]:
     """The logs and reports of independent programs: cached ones from the cache, the others
     simulated side by side in the process pool (pool.py). A program listed more than once (the
-    same object: the front end's launches of identical layers) is keyed and simulated once."""
+    same object: the front end's launches of identical layers) is keyed and simulated once. The largest
+    programs go to the pool first: a worker taking a layer's attention last would run on alone."""
     unique = list({id(p): p for p in programs}.values())
     keys = [_key(p, machine, DEFAULT_MAX_CYCLES) for p in unique]
     entries = [memo.lookup(k) if cache else None for k in keys]
-    missing = [i for i, e in enumerate(entries) if e is None]
+    sizes = [len(p.units.columns.instructions) for p in unique]
+    missing = sorted((i for i, e in enumerate(entries) if e is None), key=lambda i: -sizes[i])
     jobs = [(unique[i], machine) for i in missing]
-    size = sum(len(stream) for i in missing for stream in unique[i].units.streams.values())
-    done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
+    size = sum(sizes[i] for i in missing)
+    with memo.collector_paused():  # pickling the jobs makes objects, not garbage: no full collection (speed.md)
+        done = parallel_map(_entry, jobs) if size >= POOL_MIN_INSTRUCTIONS else [_entry(job) for job in jobs]
     for i, entry in zip(missing, done, strict=True):
         entries[i] = entry
         if cache:

@@ -19,7 +19,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.layout import NO_HOST_DIM
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, division, stick_hosts, stick_of
+from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
 from .pointwise import Operand, lower_pointwise
 from .streams import Emit
 from .target import Target
@@ -39,7 +39,7 @@ def plan_cast(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int
     widen = DTYPE_BYTES[y.dtype] > DTYPE_BYTES[x.dtype]
     shares = {}
     for core, runs in core_runs(y, div).items():
-        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        ids = run_ids(runs)
         first = host[:, ids]
         sticks = [stick_of(x, first)] + ([] if widen else [_next_stick(x, first, stick_dim)])
         inputs = [Operand(tensors[0].name, s, False, target.residents.get(tensors[0].name), False) for s in sticks]

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, division
+from .placement import check_division, core_runs, division, run_ids
 from .restickify import first_source, gathered_sticks, lane_hosts, lower_gather, stick_lanes
 from .streams import Emit
 from .target import Target
@@ -34,7 +34,7 @@ def plan_cat(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int,
     starts = np.cumsum([0] + [x.shape[dim] for x in xs])
     shares = {}
     for core, runs in core_runs(y, div).items():
-        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        ids = run_ids(runs)
         which, stick, lane = _sources(xs, y, dim, starts, ids)
         key = np.where(stick >= 0, stick * len(xs) + which, -1)  # (input, stick) as one number
         whole = gathered_sticks(key, lane)

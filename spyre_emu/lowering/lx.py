@@ -22,7 +22,7 @@ from ..config import STICK_BYTES
 from ..errors import LxOverflowError, ProgramError
 from ..kernel_program import KernelProgram
 from ..kernel_program.ops import OPS
-from .placement import Division, core_runs
+from .placement import Division, core_runs, run_ids
 
 MIN_CHUNK_STICKS = 64  # what a kernel needs below the resident tensors for its own buffers
 
@@ -159,5 +159,4 @@ def _owned(program: KernelProgram, index: int, name: str) -> dict[int, np.ndarra
         raise ProgramError(f"an LX output must be divided over its own dims; kernel {kernel.name!r} has dims "
                            f"{list(kernel.dims)} for {name!r} of shape {list(layout.shape)}", program.source,
                            kernel.path + ".outputs")
-    return {c: np.concatenate([np.arange(s, s + n) for s, n in runs])
-            for c, runs in core_runs(layout, Division(tuple(slices), kernel.uneven)).items()}
+    return {c: run_ids(runs) for c, runs in core_runs(layout, Division(tuple(slices), kernel.uneven)).items()}

@@ -22,7 +22,7 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import KernelProgram, Tensor, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, division, stick_hosts, stick_of
+from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
 from .restickify import moves
 from .streams import CoreStreams, Emit, Item
 from .target import Stepper, Target
@@ -105,7 +105,7 @@ def plan_patches(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
     source = np.where(inside, stick_of(x, np.stack(np.unravel_index(at, x.shape))), -1)
     shares = {}
     for core, runs in core_runs(y, div).items():
-        ids = np.concatenate([np.arange(a, a + m) for a, m in runs])
+        ids = run_ids(runs)
         shares[core] = partial(lower_patches, x=tensors[0].name, y=tensors[1].name, pad=pad_buffer(kernel),
                                pairs=np.stack([source[ids], ids]), budget=target.budget, step=target.stepper(kernel))
     return shares

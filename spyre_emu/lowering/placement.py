@@ -123,8 +123,15 @@ def as_runs(ids: np.ndarray) -> Runs:
     """Consecutive stick ids as (first, count) runs, in the given order."""
     if not ids.size:
         return []
-    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-    return [(int(r[0]), len(r)) for r in np.split(ids, breaks)]
+    heads = np.flatnonzero(np.concatenate([[True], np.diff(ids) != 1]))  # where each run starts
+    return list(zip(ids[heads].tolist(), np.diff(np.append(heads, ids.size)).tolist(), strict=True))
+
+
+def run_ids(runs: Runs) -> np.ndarray:
+    """The stick ids of ``runs``, in their order (``as_runs`` undone), with numpy over the runs: a core's share
+    of a tensor can be tens of thousands of one-stick runs."""
+    first, count = np.array(runs, np.int64).reshape(-1, 2).T
+    return np.repeat(first - (np.cumsum(count) - count), count) + np.arange(count.sum())
 
 
 def run_sticks(runs: Runs) -> int:

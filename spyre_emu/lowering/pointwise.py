@@ -27,7 +27,7 @@ from ..kernel_program.layout import NO_HOST_DIM
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS, Step
 from .lx import Resident
-from .placement import Runs, as_runs, check_division, core_runs, division, stick_hosts, stick_of
+from .placement import Runs, as_runs, check_division, core_runs, division, run_ids, stick_hosts, stick_of
 from .sfu import sfu_ops, stick_addrs
 from .streams import CoreStreams, Emit, chunks, halves
 from .target import Stepper, Target
@@ -50,7 +50,7 @@ def lower_pointwise(core: CoreStreams, *, steps: tuple[tuple[Step, ...], ...], i
     """Append one core's share of a pointwise kernel to its unit streams: output stick ``p`` takes
     the steps ``steps[variant[p]]`` (all ``steps[0]`` without ``variant``) over operands of ``dtype``,
     written as ``out_dtype`` when a cast changes it."""
-    out_ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+    out_ids = run_ids(runs)
     variant = np.zeros(len(out_ids), np.int64) if variant is None else variant
     chunk = step(len(out_ids), budget // (2 * (len(inputs) + 1)))
     pos = 0
@@ -113,7 +113,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
     moves = spec.sfu == "copy" and tensors[0].layout == out and (homes[0] is None) != (homes[1] is None)
     shares = {}
     for core, runs in core_runs(out, div).items():
-        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        ids = run_ids(runs)
         lx = (homes[0] or homes[1]).addr(core, ids, src, kernel.path) if moves else None
         if lx is not None and (np.diff(lx) == STICK_BYTES).all():
             shares[core] = partial(lower_dma_copy, names=(tensors[0].name, tensors[1].name), runs=runs,

@@ -21,8 +21,8 @@ from ..config import STICK_BYTES
 from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
-from .placement import check_division, core_runs, division, stick_hosts, stick_of
-from .streams import CoreStreams, Emit, Item
+from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
+from .streams import CoreStreams, Emit, Item, dma_item
 from .target import Stepper, Target
 
 
@@ -65,18 +65,18 @@ def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.n
           which: np.ndarray | None = None) -> list[Item]:
     """DMA between device sticks ``ids`` and consecutive LX slots from ``lx`` (slot i <-> ids[i];
     -1 skips the slot), one instruction per run consecutive in both and in one tensor: ``tensor``, or
-    ``tensor[which[i]]`` for slot i (a cat's inputs)."""
+    ``tensor[which[i]]`` for slot i (a cat's inputs). The runs are found with numpy and each becomes its item
+    directly: a gather of scattered sticks is 100,000s of one-stick runs."""
     names = (tensor,) if isinstance(tensor, str) else tensor
     which = np.zeros_like(ids) if which is None else which
-    items = []
     slots = np.flatnonzero(ids >= 0)
     if not slots.size:
-        return items
-    breaks = np.flatnonzero((np.diff(slots) != 1) | (np.diff(ids[slots]) != 1) | (np.diff(which[slots]) != 0)) + 1
-    for run in np.split(slots, breaks):
-        items += core.dma(unit, names[which[run[0]]], [(int(ids[run[0]]), len(run))],
-                          lx + int(run[0]) * STICK_BYTES)
-    return items
+        return []
+    heads = np.flatnonzero(np.concatenate([[True], (np.diff(slots) != 1) | (np.diff(ids[slots]) != 1)
+                                           | (np.diff(which[slots]) != 0)]))
+    firsts, sizes = slots[heads], np.diff(np.append(heads, slots.size))
+    runs = zip(firsts.tolist(), ids[firsts].tolist(), sizes.tolist(), which[firsts].tolist(), strict=True)
+    return [core.add(unit, dma_item(unit, names[w], stick, n, lx + slot * STICK_BYTES)) for slot, stick, n, w in runs]
 
 
 def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
@@ -97,7 +97,7 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     check_division(y, div, src, where + ".work_division")
     shares = {}
     for core, runs in core_runs(y, div).items():
-        ids = np.concatenate([np.arange(s, s + n) for s, n in runs])
+        ids = run_ids(runs)
         stick, lane = _sources(x, y, perm, window, ids)
         gathered = gathered_sticks(stick, lane)
         if gathered.all():

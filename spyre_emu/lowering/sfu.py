@@ -16,46 +16,67 @@ from .streams import Item
 
 def segments(operands: list[np.ndarray], out: np.ndarray) -> list[tuple[int, int]]:
     """Cut positions [0, n) where the output stops being contiguous or an operand changes its step
-    (each operand must step by one stick or stay on one). Each stretch is found from where the steps
-    next change (``_next``), so the cost is linear in n however many stretches there are."""
-    n = len(out)
+    (each operand must step by one stick or stay on one)."""
+    return _cuts(np.array([*operands, out]))
+
+
+def _cuts(addrs: np.ndarray) -> list[tuple[int, int]]:
+    """``segments`` of ``addrs``, one row per operand and the output's last. Worked out on the rows'
+    steps all at once, then walked stretch by stretch: how far a stretch starting at each position can
+    reach is known beforehand (the first change of step after it, ``_next``), so the cost is linear in
+    the positions. Most calls are one stretch (every row steady throughout), found by one comparison: the
+    lowering asks for tens of thousands of short ones, where numpy's cost per call is what counts."""
+    n = addrs.shape[1]
     if n < 2:
         return [(0, n)] if n else []
-    out_end = _next(np.diff(out) != STICK_BYTES)
-    steps = [np.diff(addr) for addr in operands]
-    runs = [(_next(np.append(d[1:] != d[:-1], True)) + 1, (d == 0) | (d == STICK_BYTES)) for d in steps]
+    steps = addrs[:, 1:] - addrs[:, :-1]
+    first = steps[:, 0].tolist()
+    if first[-1] == STICK_BYTES and all(f in (0, STICK_BYTES) for f in first) and (steps == steps[:, :1]).all():
+        return [(0, n)]
+    changes = np.ones(steps.shape, bool)
+    changes[:-1, :-1] = steps[:-1, 1:] != steps[:-1, :-1]  # an operand's step changes after this one
+    changes[-1] = steps[-1] != STICK_BYTES                 # the output is not contiguous across this step
+    last = _next(changes)
+    steady = (steps[:-1] == 0) | (steps[:-1] == STICK_BYTES)
+    reach = np.where(steady, last[:-1] + 1, np.arange(n - 1))  # an operand's last position from each one
+    stop = (np.minimum(last[-1], reach.min(axis=0, initial=n)) + 1).tolist()
     cuts, s = [], 0
     while s < n - 1:
-        q = out_end[s]
-        for run_end, steady in runs:
-            q = min(q, run_end[s]) if steady[s] else s
-        e = min(int(q) + 1, n)
-        cuts.append((s, e))
-        s = e
+        cuts.append((s, stop[s]))
+        s = stop[s]
     return cuts + [(s, n)] if s < n else cuts
 
 
 def _next(flags: np.ndarray) -> np.ndarray:
-    """For each index, the first index at or after it whose flag is set (len(flags) where none is)."""
-    at = np.where(flags, np.arange(len(flags)), len(flags))
-    return np.minimum.accumulate(at[::-1])[::-1]
+    """For each row and index, the first index at or after it whose flag is set (the row's length where none is)."""
+    width = flags.shape[-1]
+    at = np.where(flags, np.arange(width), width)
+    return np.minimum.accumulate(at[:, ::-1], axis=1)[:, ::-1]
 
 
 def sfu_ops(op: str, operands: list[np.ndarray], out: np.ndarray, dtype: str,
             out_dtype: str | None = None, splat: tuple[int, ...] = ()) -> list[Item]:
     """``op`` over positions [0, len(out)): operand ``i`` of position ``p`` at ``operands[i][p]``;
     ``out_dtype`` for a cast, whose output type is not its operands'; the operands in ``splat`` are
-    read with lane 0 splatted to every lane (a value broadcast along the stick)."""
+    read with lane 0 splatted to every lane (a value broadcast along the stick). Each stretch's first
+    and last addresses are taken out as Python ints all at once (numpy's scalars are slow to index)."""
+    addrs = np.array([*operands, out])
+    cuts = _cuts(addrs)
+    if len(cuts) == 1:
+        starts, ends = [addrs[:, 0].tolist()], [addrs[:, -1].tolist()]
+    else:
+        starts, ends = addrs[:, [s for s, _ in cuts]].T.tolist(), addrs[:, [e - 1 for _, e in cuts]].T.tolist()
+    fields = list(zip(SFU_OPERANDS, range(len(operands)), strict=False))
     items = []
-    for s, e in segments(operands, out):
+    for (s, e), at, end in zip(cuts, starts, ends, strict=True):
         item: Item = {"op": op}
-        for i, (field, addr) in enumerate(zip(SFU_OPERANDS, operands, strict=False)):
-            item[field] = int(addr[s])
-            if e - s > 1 and addr[e - 1] == addr[s]:
+        for field, i in fields:
+            item[field] = at[i]
+            if e - s > 1 and end[i] == at[i]:
                 item[f"{field}_broadcast"] = True
             if i in splat:
                 item[f"{field}_splat"] = True
-        item |= {"out": int(out[s]), "sticks": e - s}
+        item |= {"out": at[-1], "sticks": e - s}
         if dtype != "fp16":
             item["dtype"] = dtype
         if out_dtype is not None:

@@ -32,14 +32,15 @@ def check_span(core: int, name: str, span: Span, source: str, path: str) -> None
 
 def lowered_spans(units: dict[str, list[dict]]) -> dict[str, Span]:
     """Per tensor, in order of first use (loads before stores), the span one core's DMA instructions address."""
-    spans: dict[str, list[int]] = {}
+    spans: dict[str, Span] = {}
     for unit in ("load", "store"):
         for item in units.get(unit, []):
             name, _, offset = item["dram"].partition("+")
-            lo_hi = spans.setdefault(name, [int(offset), 0])
-            lo_hi[0] = min(lo_hi[0], int(offset))
-            lo_hi[1] = max(lo_hi[1], int(offset) + dram_span(item))
-    return {name: (lo, hi) for name, (lo, hi) in spans.items()}
+            lo = int(offset)
+            hi = lo + dram_span(item)
+            span = spans.get(name)
+            spans[name] = (lo, hi) if span is None else (min(span[0], lo), max(span[1], hi))
+    return spans
 
 
 def box_span(layout: TensorLayout, box: Box) -> Span:

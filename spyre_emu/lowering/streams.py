@@ -59,13 +59,18 @@ class CoreStreams:
         instruction per pattern of equal runs at a constant stride (a strided descriptor)."""
         items, pos = [], 0
         for start, n, count, stride in patterns(piece):
-            item = {"op": unit, "dram": f"{tensor}+{start * STICK_BYTES}", "lx": lx + pos * STICK_BYTES,
-                    "bytes": count * n * STICK_BYTES}
-            if count > 1:
-                item.update(piece=n * STICK_BYTES, stride=stride * STICK_BYTES)
-            items.append(self.add(unit, item))
+            items.append(self.add(unit, dma_item(unit, tensor, start, n, lx + pos * STICK_BYTES, count, stride)))
             pos += count * n
         return items
+
+
+def dma_item(unit: str, tensor: str, start: int, n: int, lx: int, count: int = 1, stride: int = 0) -> Item:
+    """A DMA between LX at ``lx`` and ``count`` runs of ``n`` device sticks of DRAM buffer ``tensor``, from
+    stick ``start`` on, ``stride`` sticks apart (a strided descriptor when ``count`` > 1)."""
+    item = {"op": unit, "dram": f"{tensor}+{start * STICK_BYTES}", "lx": lx, "bytes": count * n * STICK_BYTES}
+    if count > 1:
+        item.update(piece=n * STICK_BYTES, stride=stride * STICK_BYTES)
+    return item
 
 
 def patterns(runs: Runs) -> list[tuple[int, int, int, int]]:

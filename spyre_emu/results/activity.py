@@ -82,18 +82,21 @@ def spread(edges: np.ndarray, rows: list[tuple[np.ndarray, np.ndarray, np.ndarra
     starting at the interval ends: with the ends sorted, F(x) = x * W - P, where W and P sum the
     weights and weight x end of the ends at or before x. The rows go together (a report has one per
     unit and link; a row at a time was most of its build), each with its own operations in its own
-    order, so each gets the doubles it would alone: one stable sort by row, then end; each row's sums
-    accumulated on their own; the ends at or before each edge counted with integers."""
+    order, so each gets the doubles it would alone: each row's ends sorted on their own, stably (the order
+    of one stable sort by row, then end, at less than half its cost: the ends lie row by row already);
+    each row's sums accumulated on their own; the ends at or before each edge counted with integers."""
     n = np.array([2 * len(a) for a, _, _ in rows], np.int64)
     row = np.repeat(np.arange(len(rows)), n)
     points = np.concatenate([np.zeros(0), *(x for a, b, _ in rows for x in (a, b))])
     weights = np.concatenate([np.zeros(0), *(x for _, _, r in rows for x in (r, -r))])
-    order = np.lexsort((points, row))
+    first = np.cumsum(n) - n
+    bounds = list(zip(first.tolist(), (first + n).tolist(), strict=True))
+    order = np.concatenate([np.zeros(0, np.int64),
+                            *(np.argsort(points[lo:hi], kind="stable") + lo for lo, hi in bounds)])
     points, weights = points[order], weights[order]
     products = weights * points
-    first = np.cumsum(n) - n
     w, p = np.zeros(len(points) + len(rows)), np.zeros(len(points) + len(rows))  # each row: 0, then its sums
-    for r, (lo, hi) in enumerate(zip(first.tolist(), (first + n).tolist(), strict=True)):
+    for r, (lo, hi) in enumerate(bounds):
         np.cumsum(weights[lo:hi], out=w[lo + r + 1:hi + r + 1])
         np.cumsum(products[lo:hi], out=p[lo + r + 1:hi + r + 1])
     after = np.searchsorted(edges, points)  # the first edge at or after each end

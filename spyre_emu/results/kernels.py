@@ -94,7 +94,8 @@ class _PerInstruction:
 def _per_instruction(kinds: Distinct, machine: Machine) -> _PerInstruction:
     first, which = kinds.first, kinds.which
     core = np.array([ins.core for ins in first], np.int64)
-    compute = np.array([unit_kind(ins.unit) in COMPUTE_KINDS for ins in first], bool)
+    computes = {unit: unit_kind(unit) in COMPUTE_KINDS for unit in {ins.unit for ins in first}}  # per name, once
+    compute = np.array([computes[ins.unit] for ins in first], bool)
     work = np.empty((len(first), 4), object)
     work[:] = [_terms(ins, machine) for ins in first] or np.empty((0, 4), object)
     return _PerInstruction(core[which], compute[which], work[which])

@@ -23,7 +23,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..unit_program import HOST_CORE, Instruction
-from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_repeat
+from ..unit_program.model import matmul_a_sticks, matmul_repeat
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 from .distinct import Distinct, distinct
 
@@ -118,12 +118,15 @@ class _Geometry:
 
     def _channel_sticks(self, dmas: list[dict]) -> list[tuple[tuple[int, int], ...]]:
         """Counted per interleave line, not per stick: a stick's channel is its line's (``Dram.channel_of``),
-        so each line the pieces touch counts the sticks that start in it."""
-        pieces = [dram_pieces(a) for a in dmas]
-        starts = np.array([addr for ps in pieces for addr, _ in ps], np.int64)
-        sticks = np.array([-(-nbytes // STICK_BYTES) for ps in pieces for _, nbytes in ps], np.int64)
+        so each line the pieces touch counts the sticks that start in it. The pieces (``dram_pieces``) are
+        spelled out with numpy from each DMA's four numbers (a layer's programs have 100,000s of DMAs)."""
+        dram, total, piece, stride = np.array([_dma_numbers(a) for a in dmas], np.int64).reshape(-1, 4).T
+        counts = total // piece
+        owner = np.repeat(np.arange(len(dmas)), counts)
+        nth = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)  # each piece's index in its DMA
+        starts = dram[owner] + nth * stride[owner]
+        sticks = -(-piece[owner] // STICK_BYTES)
         ends = starts + sticks * STICK_BYTES
-        owner = np.repeat(np.arange(len(dmas)), [len(ps) for ps in pieces])
         size = self.machine.dram.interleave_bytes
         first = starts // size
         lines = (ends - STICK_BYTES) // size - first + 1  # the lines holding a stick's first byte
@@ -135,11 +138,10 @@ class _Geometry:
         sticks = (hi - lo) // STICK_BYTES
         per = np.bincount(owner[piece] * self.channels + self.machine.dram.channel_of(line * size), sticks,
                           minlength=len(dmas) * self.channels).astype(np.int64).reshape(len(dmas), self.channels)
-        dma, channel = np.nonzero(per)
-        out: list[list[tuple[int, int]]] = [[] for _ in dmas]
-        for d, c, k in zip(dma.tolist(), channel.tolist(), per[dma, channel].tolist(), strict=True):
-            out[d].append((c, k))
-        return [tuple(rows) for rows in out]
+        dma, channel = np.nonzero(per)  # DMA by DMA
+        rows = list(zip(channel.tolist(), per[dma, channel].tolist(), strict=True))
+        bounds = np.searchsorted(dma, np.arange(len(dmas) + 1)).tolist()
+        return [tuple(rows[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
     def shape_of(self, ins: Instruction, channels: tuple[tuple[int, int], ...] = ()) -> int:
         """The index of the instruction's transfer shape in ``shapes`` (0: it puts nothing on the ring);
@@ -179,6 +181,13 @@ class _Geometry:
         return ends
 
 
+def _dma_numbers(a: dict) -> tuple[int, int, int, int]:
+    """A DMA's DRAM address, bytes, piece and stride (one piece of all its bytes when not strided)."""
+    total = a["bytes"]
+    piece = a.get("piece", total)
+    return a["dram"], total, piece, a.get("stride", piece)
+
+
 @cache
 def _route(stops: int, src: int, dst: int) -> tuple[int, ...]:
     """Links crossed from ``src`` to ``dst``: the shorter way, ties clockwise (engine/ring.py)."""
@@ -211,9 +220,14 @@ def _matmul_sticks(a: dict, machine: Machine) -> int:
     return matmul_repeat(a) * (int(a["rows"]) * per_row + b + c * (2 if a.get("accumulate") else 1))
 
 
+_BROADCAST = [(name, f"{name}_broadcast") for name in SFU_OPERANDS]  # spelled once: a report asks 100,000s of times
+
+
 def _sfu_sticks(op: str, a: dict) -> int:
     spec, sticks = SFU_OPS[op], int(a["sticks"])
-    read = sum(1 if a.get(f"{name}_broadcast") else sticks
-               for name in SFU_OPERANDS[:spec.arity] if a[name] != "fifo")
+    read = 0
+    for name, broadcast in _BROADCAST[:spec.arity]:
+        if a[name] != "fifo":
+            read += 1 if a.get(broadcast) else sticks
     written = 0 if a["out"] == "fifo" else (1 if spec.shape == "sticks" else sticks)
     return read + written

@@ -47,45 +47,55 @@ def _sticks(nbytes: int) -> int:
 
 
 def check_instruction(ins: Instruction, machine: Machine, source: str) -> None:
-    """Sizes, operands and LX ranges of one instruction (its DRAM range is resolved by the loader)."""
+    """Sizes, operands and LX ranges of one instruction (its DRAM range is resolved by the loader). Run once per
+    distinct instruction of a program (100,000s in a prefill layer): each op's own checks only, and an error's
+    JSON path spelled out only when it is raised."""
     a = ins.args
     if "bytes" in a and a["bytes"] % STICK_BYTES:
         raise ProgramError(f"{a['bytes']} is not a whole number of {STICK_BYTES} B sticks", source,
                            ins.path + ".bytes")
     if ins.op in SFU_OPS:
         _check_sfu(ins, source)
-    if ins.op == "matmul" and not machine.pt.plain:  # a plain array takes a GEMM of any shape
+    elif ins.op == "matmul":
+        _check_matmul(ins, machine, source)
+    elif ins.op == "load":
+        if "to" in a:
+            _check_multicast(ins, machine, source)
+        if not a.keys().isdisjoint(INDEX_FIELDS):
+            _check_indirect(ins, machine, source)
+    elif ins.op == "send":
+        if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
+            raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
+                               source, ins.path + ".to_core")
+        _check_lx(ins.path, "to_lx", a["to_lx"], a["bytes"], machine, source)
+    for field, offset, nbytes in lx_regions(ins, machine):
+        _check_lx(ins.path, field, offset, nbytes, machine, source)
+
+
+def _check_matmul(ins: Instruction, machine: Machine, source: str) -> None:
+    """A PT pass's shape within the array's, B and C strides that fit their rows, whole-stick steps, lanes of
+    its dtype."""
+    a = ins.args
+    if not machine.pt.plain:  # a plain array takes a GEMM of any shape
         if a["rows"] > machine.pt.rows_per_pass:
             raise ProgramError(f"a PT pass has at most {machine.pt.rows_per_pass} rows", source, ins.path + ".rows")
         if a.get("cols", 0) > machine.pt.cols_per_pass:
             raise ProgramError(f"a PT pass has at most {machine.pt.cols_per_pass} columns", source,
                                ins.path + ".cols")
     row_bytes = a.get("cols", machine.pt.cols_per_pass) * DTYPE_BYTES[a.get("dtype", "fp16")]
-    if ins.op == "matmul" and "b_k_stride" in a and row_bytes != STICK_BYTES:
+    if "b_k_stride" in a and row_bytes != STICK_BYTES:
         raise ProgramError("b_k_stride needs B rows of one stick each (cols x dtype = 128 B)", source,
                            ins.path + ".b_k_stride")
-    if ins.op == "matmul" and "c_row_stride" in a and a["c_row_stride"] < matmul_c_sticks(
-            {}, a.get("cols", machine.pt.cols_per_pass))[0]:
+    if "c_row_stride" in a and a["c_row_stride"] < matmul_c_sticks({}, a.get("cols", machine.pt.cols_per_pass))[0]:
         raise ProgramError("c_row_stride is less than a C row's sticks: C rows would overlap", source,
                            ins.path + ".c_row_stride")
-    for step in STEPS if ins.op == "matmul" else ():
+    for step in STEPS:
         if a.get(step, 0) % STICK_BYTES:
             raise ProgramError(f"{a[step]} is not a whole number of {STICK_BYTES} B sticks", source,
                                f"{ins.path}.{step}")
-    if ins.op == "matmul" and a.get("dtype", "fp16") not in machine.pt.lanes:
+    if a.get("dtype", "fp16") not in machine.pt.lanes:
         raise ProgramError(f"the machine's PT array has no {a.get('dtype', 'fp16')} lanes (see [pt.lanes])",
                            source, ins.path + (".dtype" if "dtype" in a else ""))
-    if ins.op == "load" and "to" in a:
-        _check_multicast(ins, machine, source)
-    if ins.op == "load" and any(f in a for f in INDEX_FIELDS):
-        _check_indirect(ins, machine, source)
-    if ins.op == "send":
-        if a["to_core"] >= machine.cores.count or a["to_core"] == ins.core:
-            raise ProgramError(f"to_core must be another core of the card (0..{machine.cores.count - 1})",
-                               source, ins.path + ".to_core")
-        _check_lx(ins.path + ".to_lx", a["to_lx"], a["bytes"], machine, source)
-    for field, offset, nbytes in lx_regions(ins, machine):
-        _check_lx(f"{ins.path}.{field}", offset, nbytes, machine, source)
 
 
 def check_pieces(a: dict[str, Any], path: str, source: str) -> None:
@@ -175,9 +185,9 @@ def _check_cast(ins: Instruction, source: str) -> None:
                            f"{a['out_dtype']}", source, ins.path + ".out_dtype")
 
 
-def _check_lx(where: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:
+def _check_lx(path: str, field: str, offset: int, nbytes: int, machine: Machine, source: str) -> None:
     if offset % STICK_BYTES:
-        raise ProgramError(f"LX offset {offset} is not a multiple of {STICK_BYTES} B", source, where)
+        raise ProgramError(f"LX offset {offset} is not a multiple of {STICK_BYTES} B", source, f"{path}.{field}")
     if offset + nbytes > machine.lx.size_bytes:
         raise ProgramError(f"LX range {offset}..+{nbytes} B is beyond the {machine.lx.size_bytes} B "
-                           "scratchpad", source, where)
+                           "scratchpad", source, f"{path}.{field}")

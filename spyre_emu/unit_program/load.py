@@ -276,9 +276,9 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
     out = []
     allowed = UNIT_OPS[unit_kind(unit)]
     for j, item in enumerate(raw):
-        op = item["op"]
+        op, path = item["op"], f"{where}[{j}]"
         if op not in allowed:
-            raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, f"{where}[{j}].op")
+            raise ProgramError(f"op {op!r} cannot run on unit {unit!r}", source, path + ".op")
         args = item if owned else dict(item)
         pop = args.pop
         del args["op"]
@@ -287,15 +287,15 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         if "to" in args:
             args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
         if "piece" in args or "stride" in args:
-            check_pieces(args, f"{where}[{j}]", source)
+            check_pieces(args, path, source)
         if "dram" in args:
-            args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, f"{where}[{j}]")
+            args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, path)
         key = (op, tuple(args), tuple(args.values()))
         known = seen.get(key)
         if known is None:
             known = seen[key] = (args, set())
         args, checked = known
-        ins = Instruction(core, unit, op, args, wait, signal, f"{where}[{j}]", kernel)
+        ins = Instruction(core, unit, op, args, wait, signal, path, kernel)
         who = core if op in CHECKED_PER_CORE else None
         if who not in checked:
             check_instruction(ins, machine, source)
@@ -306,24 +306,26 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
 
 def _resolve_dram(ref: int | str, nbytes: int, buffers: dict[str, Buffer], machine: Machine,
                   source: str, path: str) -> int:
-    where = path + ".dram"
+    """The address of ``ref`` (a buffer's name and offset, or an address), checked for ``nbytes`` from it; the
+    instruction at ``path`` (its error's place, spelled out only when one is raised: a layer's lowering has
+    100,000s of DMAs)."""
     if isinstance(ref, str):
         name, _, digits = ref.partition("+")
         if name not in buffers:
-            raise ProgramError(f"unknown buffer {name!r}", source, where)
+            raise ProgramError(f"unknown buffer {name!r}", source, path + ".dram")
         buf = buffers[name]
         # more than 20 digits is past any buffer (and int() refuses more than 4300)
         offset = int(digits or 0) if len(digits) <= 20 else buf.nbytes + 1
         if offset + nbytes > buf.nbytes:
             raise ProgramError(f"{ref}..+{nbytes} B runs past the end of buffer {name!r} "
-                               f"({buf.nbytes} B)", source, where)
+                               f"({buf.nbytes} B)", source, path + ".dram")
         addr = buf.addr + offset
     else:
         addr = ref
     if addr % STICK_BYTES:
-        raise ProgramError(f"address {addr} is not a multiple of {STICK_BYTES} B", source, where)
+        raise ProgramError(f"address {addr} is not a multiple of {STICK_BYTES} B", source, path + ".dram")
     if addr + nbytes > machine.dram.size_bytes:
-        raise ProgramError(f"address {addr}..+{nbytes} B is outside device memory", source, where)
+        raise ProgramError(f"address {addr}..+{nbytes} B is outside device memory", source, path + ".dram")
     return addr
 
 

@@ -13,6 +13,7 @@ from spyre_emu.results import build_report, traffic
 from spyre_emu.results.activity import rounded, spread
 from spyre_emu.results.traffic import trace_traffic
 from spyre_emu.unit_program import parse_unit_program
+from spyre_emu.unit_program.model import dram_pieces
 from tests.conftest import program
 from tests.results.runs import MACHINE, STEMS, example
 
@@ -144,7 +145,7 @@ def test_sticks_per_channel_counted_by_line_are_counted_by_stick():
             a.update(piece=piece, stride=piece + int(rng.integers(0, 40)) * 128)
         dmas.append(a)
     for a, got in zip(dmas, geometry.channel_sticks(dmas), strict=True):
-        addrs = [addr + i * 128 for addr, nbytes in traffic.dram_pieces(a) for i in range(nbytes // 128)]
+        addrs = [addr + i * 128 for addr, nbytes in dram_pieces(a) for i in range(nbytes // 128)]
         want = np.bincount(MACHINE.dram.channel_of(np.array(addrs)), minlength=MACHINE.dram.channels)
         assert got == tuple((c, int(k)) for c, k in enumerate(want) if k), a
 

@@ -75,7 +75,8 @@ def _tile(block: list[Node], start: int, stop: int, tag: str, tiles: dict[Value,
                 inputs.append(tiles[v])
             elif _along_rows(node, i):
                 window = _rows(v, start, stop, f"{node.name}_{tag}_in{i}")
-                out.append(Node(RESTICKIFY, [v], [window], node.fx, {"slice": (len(v.shape) - 2, start, stop, False)},
+                cut = ((len(v.shape) - 2, start, stop),)
+                out.append(Node(RESTICKIFY, [v], [window], node.fx, {"slice": (cut, False)},
                                 name=f"{node.name}_{tag}_window{i}"))
                 inputs.append(window)
             else:

@@ -31,11 +31,13 @@ def _reduce(fn: Callable[..., torch.Tensor]) -> Ref:
     return ref
 
 
-def _window(x: torch.Tensor, *, slice: tuple[int, int, int, bool]) -> torch.Tensor:
-    """A restickify of pass 1: ``x`` narrowed along a dim, transposed to (sliced dim, rows) when asked."""
-    dim, start, stop, transposed = slice
-    part = x.narrow(dim, start, stop - start)
-    return part.reshape(-1, stop - start).T if transposed else part
+def _window(x: torch.Tensor, *, slice: tuple[tuple[tuple[int, int, int], ...], bool]) -> torch.Tensor:
+    """A restickify of pass 1 or a query tile's window: ``x`` narrowed along each (dim, start, stop), transposed to
+    (sliced dim, rows) when asked (one dim, the last)."""
+    cuts, transposed = slice
+    for dim, start, stop in cuts:
+        x = x.narrow(dim, start, stop - start)
+    return x.reshape(-1, x.shape[-1]).T if transposed else x
 
 
 def patches(x: torch.Tensor, *, kernel: list[int], stride: list[int], padding: list[int], dilation: list[int],

@@ -138,20 +138,24 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
 
 
 def _window_shapes(graph: Graph, node: Node) -> list[Want]:
-    """A slice (view_ops.window): x grouped with the sliced dim a device dim of its own (the card's
-    grouping when it has one along the stick dim), the output the same grouping narrowed; or, for a
-    transposed window, x as (rows, last) and the output (sliced, rows). Sets ``window`` and ``perm``."""
-    x, (dim, start, stop, transposed) = node.inputs[0], node.attrs["slice"]
-    s = x.shape
-    if dim == len(s) - 1:
+    """A slice (view_ops.window) or a query tile's window (query_tiles.py): x grouped with each sliced dim a device
+    dim of its own and the dims between them merged, (before, sliced, between, ..., last) (the card's grouping when
+    the stick dim is sliced and it has one along it), the output the same grouping narrowed; or, for a transposed
+    window, x as (rows, last) and the output (sliced, rows). Sets ``window`` and ``perm``."""
+    x, (cuts, transposed) = node.inputs[0], node.attrs["slice"]
+    s, dims = x.shape, [d for d, _, _ in cuts]
+    if dims == [len(s) - 1]:
         held = current(graph, x)
         full = held if held is not None and held[-1] == s[-1] and not transposed else rows_shape(s)
+        at = {len(full) - 1: cuts[0][1:]}
     else:
-        full = (math.prod(s[:dim]), s[dim], math.prod(s[dim + 1:-1]), s[-1])
-    at = len(full) - 1 if dim == len(s) - 1 else 1
-    node.attrs["window"] = [i for d, n in enumerate(full) for i in ((start, stop) if d == at else (0, n))]
+        bounds = [-1, *dims, len(s) - 1]
+        full = tuple(n for a, b in zip(bounds, bounds[1:], strict=False) for n in (math.prod(s[a + 1:b]), s[b]))
+        at = {2 * j + 1: cut[1:] for j, cut in enumerate(cuts)}
+    node.attrs["window"] = [i for d, n in enumerate(full) for i in at.get(d, (0, n))]
     node.attrs["perm"] = [1, 0] if transposed else list(range(len(full)))
-    out = node.outputs[0].shape if transposed else tuple(stop - start if d == at else n for d, n in enumerate(full))
+    narrowed = tuple(b - a for a, b in (at.get(d, (0, n)) for d, n in enumerate(full)))
+    out = node.outputs[0].shape if transposed else narrowed
     return [(full, None), (out, None)]
 
 
@@ -292,7 +296,7 @@ def _window_of(kept: list[Node], tensor: str) -> Node | None:
     """The slice kernel (view_ops.window, not transposed) that wrote ``tensor``: its output is its input's
     window in the same sticks, so a restickify of it may read the window of the input instead."""
     return next((k for k in kept if k.is_kernel and k.op == RESTICKIFY and k.tensors[-1] == tensor
-                 and "slice" in k.attrs and not k.attrs["slice"][3]), None)
+                 and "slice" in k.attrs and not k.attrs["slice"][1]), None)
 
 
 def _unread_windows_dropped(graph: Graph, kept: list[Node]) -> list[Node]:

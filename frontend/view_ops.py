@@ -2,7 +2,7 @@
 
 Permutes and reshapes move no data where they are made (the layout pass resolves them: free, or
 restickified on the card). A slice, select, split or unbind of a value the card computed is a
-``ReStickifyOpHBM`` kernel with a window (``slice`` attr: dim, start, stop, transposed): along a
+``ReStickifyOpHBM`` kernel with a window (``slice`` attr: ((dim, start, stop),), transposed): along a
 dim outside the stick, or along the stick dim from a stick boundary, a gather of whole sticks; from
 inside a stick (an element offset the lanes would have to shift by) the window is transposed on the
 way out, so the sliced dim becomes rows, and a permute view turns it back (the layout pass's
@@ -63,10 +63,10 @@ def window(b: Builder, x: Value, dim: int, start: int, stop: int, shape: tuple[i
         return view_of(b, x, shape)
     if dim != rank - 1 or start % lanes(x.dtype) == 0:
         part = b.kernel(RESTICKIFY, [x], (*x.shape[:dim], stop - start, *x.shape[dim + 1:]),
-                        slice=(dim, start, stop, False))
+                        slice=(((dim, start, stop),), False))
         return view_of(b, part, shape)
     rows = math.prod(x.shape[:-1])
-    turned = b.kernel(RESTICKIFY, [x], (stop - start, rows), slice=(dim, start, stop, True))
+    turned = b.kernel(RESTICKIFY, [x], (stop - start, rows), slice=(((dim, start, stop),), True))
     return view_of(b, view_of(b, turned, (rows, stop - start), perm=(1, 0)), shape)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from spyre_emu.config import STICK_BYTES, Machine
+from spyre_emu.config import DTYPE_BYTES, STICK_BYTES, Machine
 from spyre_emu.kernel_program import elems_per_stick
 from spyre_emu.kernel_program.ops import OPS
 from spyre_emu.lowering import usable_lx_sticks
@@ -116,30 +116,100 @@ def _chain_shape(graph: Graph, chain: list[Node]) -> tuple[int, int, int]:
     return batch, m, -(-c.dshape[-1] // elems_per_stick(c.dtype))
 
 
-def _fitting(graph: Graph, chain: list[Node], machine: Machine, cores: int, rows: int) -> list[tuple[int, int]]:
-    """The splits (batches, rows) of a row chain cut to its first ``rows`` rows whose tensors live at once fit in
-    the half of LX a pointwise or row-wise kernel leaves (one when every such kernel writes its result over the
-    tensor it reads, ``_in_place``, else two) and that give a core at least a PT pass of rows: a decode's few query
-    rows split so read each column stick of K and V on its own, which the estimate does not see (Llama-3.1-8B's
-    decode attention took 0.29 M cycles aligned, 0.15 M not)."""
-    batch, _, per_row = _chain_shape(graph, chain)
+def _fitting(graph: Graph, chain: list[Node], machine: Machine, cores: int, rows: int,
+             batch: int | None = None) -> list[tuple[int, int]]:
+    """The splits (batches, rows) of a row chain cut to its first ``rows`` rows (and ``batch`` of its batches: a
+    query tile's heads) whose tensors live at once fit in the half of LX a pointwise or row-wise kernel leaves (one
+    when every such kernel writes its result over the tensor it reads, ``_in_place``, else two) and that give a core
+    at least a PT pass of rows: a decode's few query rows split so read each column stick of K and V on its own,
+    which the estimate does not see (Llama-3.1-8B's decode attention took 0.29 M cycles aligned, 0.15 M not)."""
+    whole, _, per_row = _chain_shape(graph, chain)
+    batch = batch or whole
     live = 1 if _in_place(graph, chain) else 2
     return [(x, r) for x, r, cols in _matmul_splits(batch, rows, STICK, cores) if cols == 1 and rows // r >= PT_ROWS
             and live * (batch // x) * (rows // r) * per_row <= usable_lx_sticks(machine) // 2]
 
 
-def query_tiles(graph: Graph, chain: list[Node], machine: Machine, cores: int) -> list[tuple[int, int]]:
-    """The query rows of an attention chain (one ending in P·V, whose output rows the tiles give apart) as tiles
-    (start, stop) whose chains each fit in LX (``_fitting``, the test ``_align`` applies, on each tile's own rows):
-    the fewest ``tile_rows`` tiles that do; one tile of all the rows when the whole chain fits, or when no tiling
-    makes it fit (query_tiles.py runs each tile as its own chain)."""
-    m = _chain_shape(graph, chain)[1]
-    if chain[-1].op == "batchmatmul":
-        for n in range(1, m // PT_ROWS + 1):  # a tile of fewer rows than a PT pass never fits
-            tiles = tile_rows(m, n)
-            if all(_fitting(graph, chain, machine, cores, rows) for rows in {b - a for a, b in tiles}):
-                return tiles
-    return [(0, m)]
+Tiling = tuple[list[tuple[int, int]], list[tuple[int, int]]]  # head groups (ranges of the batch dim), query rows
+Window = tuple[int, int, bool, bool]  # an input the card copies windows of: its bytes, a row's, whether it varies
+# along the batch dim x and along the query rows
+
+
+def query_tiles(graph: Graph, chain: list[Node], machine: Machine, cores: int, sizes: list[int],
+                windows: list[Window]) -> Tiling:
+    """An attention chain (one ending in P·V, whose output rows the tiles give apart) as tiles of a head group (of
+    ``sizes`` consecutive batches) × a range of query rows, each tile's chain fitting in LX (``_fitting``, the test
+    ``_align`` applies, on the tile's heads and rows): for each group size the fewest ``tile_rows`` row tiles that
+    fit, and among those tilings the cheapest by ``_tiling_cost``, counting tilings within ``NEAR`` of it as equal and
+    taking the one of fewest head groups among them (no windows of Kᵀ and V and no cat of the groups for an estimated
+    saving under 5 %); one tile of all when the whole chain fits, or when no tiling makes it fit (query_tiles.py
+    runs each tile as its own chain).
+
+    Why heads too: each tile reads its heads' Kᵀ and V whole, so a tiling reads them once per row tile. All heads in
+    64 row tiles (flash attention, 32 heads of 4,096) read 6.5 GB of them; 8 groups of 4 heads in 4 row tiles, as
+    silicon's flash attention tiles, read each head's K and V 4 times."""
+    batch, m, _ = _chain_shape(graph, chain)
+    whole = [(0, batch)], [(0, m)]
+    if chain[-1].op != "batchmatmul" or _fitting(graph, chain, machine, cores, m):
+        return whole
+    costs = {}
+    for g in sizes:
+        n = next((n for n in range(1, m // PT_ROWS + 1)  # a tile of fewer rows than a PT pass never fits
+                  if all(_tile_splits(graph, chain, machine, cores, b - a, g) for a, b in tile_rows(m, n))), None)
+        if n is not None:
+            costs[g, n] = _tiling_cost(graph, chain, machine, cores, (g, n), windows)
+    if not costs:
+        return whole
+    g, n = max((t for t in costs if costs[t] <= NEAR * min(costs.values())), key=lambda t: (t[0], -costs[t]))
+    return [(a, a + g) for a in range(0, batch, g)], tile_rows(m, n)
+
+
+def _tile_splits(graph: Graph, chain: list[Node], machine: Machine, cores: int, rows: int,
+                 g: int) -> list[tuple[int, int]]:
+    """The splits (``_fitting``) of a tile of ``g`` heads and ``rows`` rows; for a group of fewer heads than the
+    batch dim, only those giving each core whole rows of its heads, where ``matmul_cost`` ranks tilings as the
+    simulator runs them. Split so that cores share a head's rows (and its Kᵀ, a multicast cohort), the fused chain's
+    Q·Kᵀ slows in a way the estimate does not see (why is not established): flash attention over 32 heads of 2,048
+    took 81 cycles a head's row in tiles of all heads (no row shared), 77, 142 and 279 in groups of 16, 8 and 4 heads
+    (rows shared by 2, 4 and 8 cores), which the estimate ranked the other way; the tilings took 10.8, 12.2, 16.7
+    and 26.0 ms. Tiles of all heads keep every split, as before head groups."""
+    splits = _fitting(graph, chain, machine, cores, rows, g)
+    return splits if g == _chain_shape(graph, chain)[0] else [(x, r) for x, r in splits if r == 1]
+
+
+def _tiling_cost(graph: Graph, chain: list[Node], machine: Machine, cores: int, tiling: tuple[int, int],
+                 windows: list[Window]) -> float:
+    """Estimated cycles of a tiling of ``g`` heads × ``n`` row tiles: each tile's matmuls at their cheapest fitting
+    split (``matmul_cost``: Kᵀ and V read once per tile) and its launch; each input's windows (none when one
+    window is the whole input) and the cats joining the tiles' outputs (rows within a group, then the groups along
+    the batch dim), each a launch copying its bytes (``_copy``)."""
+    (g, n), (batch, m, _) = tiling, _chain_shape(graph, chain)
+    groups, launch = batch // g, machine.launch.dispatch_cycles
+    shapes = [graph.tensors[k.tensors[1]].dshape[-2:] for k in (chain[0], chain[-1])]  # (K, N) of each matmul
+    cycles = 0.0
+    for a, b in tile_rows(m, n):
+        cycles += groups * (launch + min(sum(matmul_cost(g, b - a, k, c, (*s, 1), machine, True) for k, c in shapes)
+                                         for s in _tile_splits(graph, chain, machine, cores, b - a, g)))
+    for size, row, along_x, along_rows in windows:
+        if (count := (groups if along_x else 1) * (n if along_rows else 1)) > 1:
+            cycles += count * launch + _copy(size, g * row if along_x and groups > 1 else size // count, machine, cores)
+    out = graph.tensors[chain[-1].tensors[-1]]
+    size, row = math.prod(out.dshape) * DTYPE_BYTES[out.dtype], -(-out.dshape[-1] // STICK) * STICK_BYTES
+    if n > 1:
+        cycles += groups * launch + _copy(size, size // (groups * n), machine, cores)
+    if groups > 1:
+        cycles += launch + _copy(size, g * row, machine, cores)
+    return cycles
+
+
+def _copy(size: int, run: int, machine: Machine, cores: int) -> float:
+    """Estimated cycles of a copy on the card of ``size`` bytes in contiguous runs of ``run`` bytes: its bytes read
+    and written at the sustained rate, or each run set up on a core's load and store units
+    (``dma.piece_setup_cycles``), the longer. A head window is short runs: the card's default layout puts the batch
+    dim just outside the stick, so a run is a row of ``g`` heads (Q's window of 4 of 16 heads of 64, 512 rows on 4
+    cores, took 600 cycles a row on a core, where this counts 260: a lower bound)."""
+    dram = 2 * size / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle())
+    return max(dram, 2 * machine.dma.piece_setup_cycles * -(-size // run) / cores)
 
 
 def tile_rows(m: int, tiles: int) -> list[tuple[int, int]]:
@@ -280,19 +350,22 @@ def _matmul_splits(batch: int, m: int, n: int, cores: int) -> list[tuple[int, in
             for c in divisors(-(-n // STICK)) if x * r * c <= cores]
 
 
-def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int], machine: Machine) -> float:
+def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int], machine: Machine,
+                batched: bool | None = None) -> float:
     """Estimated cycles of a matmul split (batch, rows, columns): the longest of the card's DRAM time,
     one core's own loads (a stick per cycle) and one core's PT time. The lowering multicasts a shared
     operand to cohorts of up to ``dma.multicast_max_cores``: A crosses DRAM once per cohort of the
     column slices that share its rows, B once per cohort of the row slices that share its columns and
     per row block (a core computes at most ``pt.max_tile_rows`` rows at once); a batched core reads its A
-    once per output stick it owns (its tile is one output stick of a batch block)."""
+    once per output stick it owns (its tile is one output stick of a batch block). ``batched``: whether the lowering
+    runs it as a batched matmul (default: more than one batch; a query tile's chain of one head is one too, its C in
+    LX: Granite-size heads of 2,048 rows moved A 32 times, 17.8 MB)."""
     x, r, c = split
     k_pad, n_pad = -(-k // STICK) * STICK, -(-n // STICK) * STICK
     cohort = machine.dma.multicast_max_cores
     rows_per_core = -(-m // r)
     blocks = -(-rows_per_core // machine.pt.max_tile_rows)
-    a_reads = -(-(n_pad // STICK) // c) if batch > 1 else 1
+    a_reads = -(-(n_pad // STICK) // c) if (batch > 1 if batched is None else batched) else 1
     elems = batch * (a_reads * -(-c // cohort) * m * k_pad + blocks * -(-r // cohort) * k_pad * n_pad + m * n_pad)
     dram_cycles = 2 * elems / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle())
     core_cycles = 2 * elems / (x * r * c) / STICK_BYTES

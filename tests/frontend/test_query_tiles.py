@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from spyre_emu.frontend import compile as compile_module  # noqa: E402
-from spyre_emu.frontend import last_report  # noqa: E402
+from spyre_emu.frontend import last_report, work_division  # noqa: E402
+from spyre_emu.frontend import query_tiles as query_tiles_module  # noqa: E402
 
 from spyre_emu import pipeline  # noqa: E402
 from spyre_emu.config import load_machine  # noqa: E402
@@ -162,3 +163,92 @@ def test_the_reference_simulator_times_a_tiled_attention_alike(length):
     assert len(programs) == 5
     for i, program in enumerate(programs):
         assert_agree(pipeline.parse(program, machine, f"tile{i}").units, machine)
+
+
+def _heads_of(monkeypatch, size):
+    """Tiles of ``size`` heads (consecutive indices of the batch dim x = batch·head): work_division.query_tiles
+    offered that group size alone, so that values are checked on a head × query tiling the estimate would not
+    choose at these small sizes (its choice: test_the_tiling_chosen_...)."""
+    choose = query_tiles_module.query_tiles
+    monkeypatch.setattr(query_tiles_module, "query_tiles",
+                        lambda graph, chain, machine, cores, sizes, windows:
+                        choose(graph, chain, machine, cores, [size], windows))
+
+
+def test_causal_grouped_query_attention_in_head_and_query_tiles_gives_torchs_values(monkeypatch):
+    """16 query heads over 4 key/value heads (repeated), 512 rows, 4 cores: groups of 8 heads fit in two row tiles
+    (8 × 256 × 8 score sticks over 4 cores, 4,096 a core): 2 groups × 2 row tiles, each reading its group's
+    windows of Kᵀ and V, joined along the rows in each group, then along the heads."""
+    def causal(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    _heads_of(monkeypatch, 8)
+    q, k, v = _qkv(16, 512, seed=11)
+    ops = _compile(causal, q, k[:, :4], v[:, :4], cache=False)
+    assert _fused(ops) == 4
+    assert [p for p in ops if "cat" in p] == [["cat"]] * 3
+
+
+def test_a_key_padding_mask_per_batch_in_head_tiles_gives_torchs_values(monkeypatch):
+    """Two batches of 8 heads, 257 rows, one core, a key-padding mask (2, 1, 1, 257) differing per batch: groups of 8
+    heads (one batch each) need two row tiles (8 × 129 × 5 sticks: 5,160), and read their batch's row of the
+    mask through a window; groups of 4 heads (half a batch: the scores' (2, 8) heads as a box (1, 4)) one."""
+    g = torch.Generator().manual_seed(12)
+    q, k, v = [torch.randn(2, 8, 257, 64, generator=g).half() for _ in range(3)]
+    padding = torch.zeros(2, 1, 1, 257).half()
+    padding[0, ..., 190:] = float("-inf")
+    padding[1, ..., 40:] = float("-inf")
+    for size, fused in ((8, 4), (4, 4)):
+        _heads_of(monkeypatch, size)
+        assert _fused(_compile(F.scaled_dot_product_attention, q, k, v, padding, cores=1, cache=False)) == fused
+
+
+def test_a_mask_per_head_in_head_and_query_tiles_gives_torchs_values(monkeypatch):
+    """A mask computed on the card per head and row (1, 8, 512, 512), 2 cores: groups of 4 heads in two row tiles (4
+    × 256 × 8 sticks over 2 cores: 4,096 a core), each tile reading its window of the mask's heads and rows."""
+    def per_head(q, k, v, m):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m * 2)
+
+    _heads_of(monkeypatch, 4)
+    q, k, v = _qkv(8, 512, seed=13)
+    mask = torch.randn(1, 8, 512, 512, generator=torch.Generator().manual_seed(14)).half()
+    assert _fused(_compile(per_head, q, k, v, mask, cores=2, cache=False)) == 4
+
+
+def test_the_tiling_chosen_for_two_batches_of_flash_attention_heads(monkeypatch):
+    """Two batches of 32 heads of 4,096 (head dim 128: 64 score sticks a row), 32 cores, causal. All 64 heads, two a
+    core, fit in tiles of 48 rows (2 × 48 × 64 = 6,144 sticks of the 6,348 that fit; 56 do not): 86 row tiles, each
+    reading all of Kᵀ and V (134 MB). A group smaller than the batch dim may not share a head's rows among cores
+    (work_division._tile_splits), so a core holds at least one head's rows: 96 rows (6,144 sticks), 43 row tiles,
+    whatever the group. Groups of 32 heads (one batch) in 43 row tiles read Kᵀ and V half as often as all heads, for
+    two windows each of Q, Kᵀ and V and one more cat; smaller groups need more windows for no fewer row tiles. Only
+    the choice is computed (no simulation)."""
+    chosen = []
+
+    def spy(graph, chain, machine, cores, sizes, windows):
+        chosen.append(work_division.query_tiles(graph, chain, machine, cores, sizes, windows))
+        raise RuntimeError("chosen")
+
+    monkeypatch.setattr(query_tiles_module, "query_tiles", spy)
+    with pytest.raises(Exception, match="chosen"):
+        _launches(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                  *[(2, 32, 4096, 128)] * 3, cores=32)
+    groups, rows = chosen[0]
+    assert groups == [(0, 32), (32, 64)]
+    assert len(rows) == 43
+
+
+def test_the_reference_simulator_times_head_tiles_alike(monkeypatch):
+    """Two groups of 4 of 8 heads (256 rows, one core): the windows of a group's Q, Kᵀ and V (a row of 4 heads'
+    sticks a piece), its fused tile, and the cat joining the groups along the heads time the same in the engine and
+    the simpy reference."""
+    machine = load_machine()
+    _heads_of(monkeypatch, 4)
+    _compile(F.scaled_dot_product_attention, *_qkv(8, 256, seed=15), cores=1, cache=False)
+    programs = last_report().kernel_programs
+    ops = [[k["op"] for k in p["kernels"]] for p in programs]
+    assert _fused(ops) == 2
+    assert ops[-1] == ["cat"]
+    first = ops.index(next(p for p in ops if "softmax" in p))
+    for i in [*range(first + 1), len(programs) - 1]:
+        assert_agree(pipeline.parse(programs[i], machine, f"heads{i}").units, machine)

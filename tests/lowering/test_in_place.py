@@ -118,22 +118,27 @@ def test_writing_over_a_tensor_a_later_kernel_reads_is_refused(tmp_path, spyre):
         load(_in_place(path, "e", "s"), spyre)
 
 
-def _norm_over_rstd(tmp_path, out):
-    """layernormnorm over an LX rstd ``rl``, writing LX tensor ``out`` (``yl`` in place of ``rl``, or ``rl``)."""
-    shape, dims = (8, 64), {"mb": 8, "out": 64}
-    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xmrwb"}
-    t |= {"rl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
-          "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "rl"},
-          "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
-    kernels = [{"op": "identity", "inputs": ["r"], "outputs": ["rl"], "dims": dims, "work_division": {}},
-               {"name": "norm", "op": "layernormnorm", "inputs": ["x", "m", "rl", "w", "b"], "outputs": [out],
-                "dims": dims, "work_division": {}},
+def _row_kernel_over_lx(tmp_path, op, inputs, lx, out, shape, attrs=None):
+    """Input ``lx[:-1]`` copied into LX tensor ``lx``; the row kernel ``op`` over ``inputs`` writing LX tensor ``out``
+    (in place of ``lx``, or ``lx`` itself); ``out`` copied to the output ``y``."""
+    dims = {"mb": shape[0], "out": shape[1]}
+    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in [*inputs, lx[:-1]] if n != lx}
+    t[lx] = {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"}
+    if out != lx:
+        t[out] = {**t[lx], "in_place_of": lx}
+    t["y"] = {"shape": list(shape), "dtype": "fp16", "role": "output"}
+    kernels = [{"op": "identity", "inputs": [lx[:-1]], "outputs": [lx], "dims": dims, "work_division": {}},
+               {"name": "norm", "op": op, "inputs": inputs, "outputs": [out], "dims": dims, "work_division": {},
+                **({"attrs": attrs} if attrs else {})},
                {"op": "identity", "inputs": [out], "outputs": ["y"], "dims": dims, "work_division": {}}]
-    if out == "rl":
-        del t["yl"]
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
     return path
+
+
+def _norm_over_rstd(tmp_path, out):
+    """layernormnorm over an LX rstd ``rl``, writing LX tensor ``out`` (``yl`` in place of ``rl``, or ``rl``)."""
+    return _row_kernel_over_lx(tmp_path, "layernormnorm", ["x", "m", "rl", "w", "b"], "rl", out, (8, 64))
 
 
 def test_writing_over_an_input_a_later_sfu_step_reads_is_refused(tmp_path, spyre):
@@ -205,17 +210,7 @@ def test_writing_over_a_row_kernels_weight_is_refused(tmp_path, spyre):
     """rmsnorm multiplies each output stick by its weight stick after writing it (x * rstd, then * w): an output
     written over the weight (one row, so the two share a layout) would read its own product; only x (input 0) may
     be written over."""
-    shape, dims = (1, 256), {"mb": 1, "out": 256}
-    t = {n: {"shape": list(shape), "dtype": "fp16", "role": "input"} for n in "xw"}
-    t |= {"wl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx"},
-          "yl": {"shape": list(shape), "dtype": "fp16", "role": "intermediate", "space": "lx", "in_place_of": "wl"},
-          "y": {"shape": list(shape), "dtype": "fp16", "role": "output"}}
-    kernels = [{"op": "identity", "inputs": ["w"], "outputs": ["wl"], "dims": dims, "work_division": {}},
-               {"name": "norm", "op": "rmsnorm", "inputs": ["x", "wl"], "outputs": ["yl"], "dims": dims,
-                "work_division": {}, "attrs": {"eps": 1e-5}},
-               {"op": "identity", "inputs": ["yl"], "outputs": ["y"], "dims": dims, "work_division": {}}]
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": t, "kernels": kernels}))
+    path = _row_kernel_over_lx(tmp_path, "rmsnorm", ["x", "wl"], "wl", "yl", (1, 256), {"eps": 1e-5})
     with pytest.raises(ProgramError, match=r"kernels\[1\]\.outputs: LX tensor 'yl' in place of 'wl': rmsnorm does not "
                                            r"read every stick of 'wl' before writing the same stick"):
         load(path, spyre)

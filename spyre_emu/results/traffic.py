@@ -23,7 +23,7 @@ import numpy as np
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..engine.log import EventLog
 from ..unit_program import HOST_CORE, Instruction
-from ..unit_program.model import matmul_a_sticks, matmul_repeat
+from ..unit_program.model import dma_shape, matmul_a_sticks, matmul_repeat
 from ..unit_program.opcodes import HOST_UNIT, SFU_OPERANDS, SFU_OPS
 from .distinct import Distinct, distinct
 
@@ -120,7 +120,7 @@ class _Geometry:
         """Counted per interleave line, not per stick: a stick's channel is its line's (``Dram.channel_of``),
         so each line the pieces touch counts the sticks that start in it. The pieces (``dram_pieces``) are
         spelled out with numpy from each DMA's four numbers (a layer's programs have 100,000s of DMAs)."""
-        dram, total, piece, stride = np.array([_dma_numbers(a) for a in dmas], np.int64).reshape(-1, 4).T
+        dram, total, piece, stride = np.array([(a["dram"], *dma_shape(a)) for a in dmas], np.int64).reshape(-1, 4).T
         counts = total // piece
         owner = np.repeat(np.arange(len(dmas)), counts)
         nth = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)  # each piece's index in its DMA
@@ -179,13 +179,6 @@ class _Geometry:
             else:
                 ends.append((mc, unit, sticks) if reads else (unit, mc, sticks))
         return ends
-
-
-def _dma_numbers(a: dict) -> tuple[int, int, int, int]:
-    """A DMA's DRAM address, bytes, piece and stride (one piece of all its bytes when not strided)."""
-    total = a["bytes"]
-    piece = a.get("piece", total)
-    return a["dram"], total, piece, a.get("stride", piece)
 
 
 @cache

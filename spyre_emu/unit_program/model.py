@@ -86,18 +86,24 @@ class UnitProgram:
         return list(self.columns.instructions)
 
 
+def dma_shape(args: dict) -> tuple[int, int, int]:
+    """A DMA's bytes, piece and stride: ``bytes / piece`` pieces ``stride`` apart in DRAM (a strided
+    descriptor), or one piece of all its bytes."""
+    total = args["bytes"]
+    piece = args.get("piece", total)
+    return total, piece, args.get("stride", piece)
+
+
 def dram_pieces(args: dict) -> list[tuple[int, int]]:
-    """(DRAM address, bytes) of each piece a DMA moves: one, or ``bytes / piece`` pieces ``stride`` apart
-    (a strided descriptor); LX holds them one after another."""
-    total, piece = args["bytes"], args.get("piece", args["bytes"])
-    stride = args.get("stride", piece)
+    """(DRAM address, bytes) of each piece a DMA moves (``dma_shape``); LX holds them one after another."""
+    total, piece, stride = dma_shape(args)
     return [(args["dram"] + i * stride, piece) for i in range(total // piece)]
 
 
 def dram_span(args: dict) -> int:
     """Bytes from a DMA's first DRAM byte to its last."""
-    total, piece = args["bytes"], args.get("piece", args["bytes"])
-    return (total // piece - 1) * args.get("stride", piece) + piece
+    total, piece, stride = dma_shape(args)
+    return (total // piece - 1) * stride + piece
 
 
 def matmul_a_sticks(args: dict, dtype_bytes: int) -> tuple[int, int, int]:

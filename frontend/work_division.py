@@ -188,7 +188,7 @@ def _tiling_cost(graph: Graph, chain: list[Node], machine: Machine, cores: int, 
     shapes = [graph.tensors[k.tensors[1]].dshape[-2:] for k in (chain[0], chain[-1])]  # (K, N) of each matmul
     cycles = 0.0
     for a, b in tile_rows(m, n):
-        cycles += groups * (launch + min(sum(matmul_cost(g, b - a, k, c, (*s, 1), machine, True) for k, c in shapes)
+        cycles += groups * (launch + min(sum(matmul_cost(g, b - a, k, c, (*s, 1), machine) for k, c in shapes)
                                          for s in _tile_splits(graph, chain, machine, cores, b - a, g)))
     for size, row, along_x, along_rows in windows:
         if (count := (groups if along_x else 1) * (n if along_rows else 1)) > 1:
@@ -350,22 +350,20 @@ def _matmul_splits(batch: int, m: int, n: int, cores: int) -> list[tuple[int, in
             for c in divisors(-(-n // STICK)) if x * r * c <= cores]
 
 
-def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int], machine: Machine,
-                batched: bool | None = None) -> float:
+def matmul_cost(batch: int, m: int, k: int, n: int, split: tuple[int, int, int], machine: Machine) -> float:
     """Estimated cycles of a matmul split (batch, rows, columns): the longest of the card's DRAM time,
     one core's own loads (a stick per cycle) and one core's PT time. The lowering multicasts a shared
     operand to cohorts of up to ``dma.multicast_max_cores``: A crosses DRAM once per cohort of the
     column slices that share its rows, B once per cohort of the row slices that share its columns and
     per row block (a core computes at most ``pt.max_tile_rows`` rows at once); a batched core reads its A
-    once per output stick it owns (its tile is one output stick of a batch block). ``batched``: whether the lowering
-    runs it as a batched matmul (default: more than one batch; a query tile's chain of one head is one too, its C in
-    LX: Granite-size heads of 2,048 rows moved A 32 times, 17.8 MB)."""
+    once per output stick it owns (its tile is one output stick of a batch block; a matmul of one batch is tiled as
+    a 2-D one)."""
     x, r, c = split
     k_pad, n_pad = -(-k // STICK) * STICK, -(-n // STICK) * STICK
     cohort = machine.dma.multicast_max_cores
     rows_per_core = -(-m // r)
     blocks = -(-rows_per_core // machine.pt.max_tile_rows)
-    a_reads = -(-(n_pad // STICK) // c) if (batch > 1 if batched is None else batched) else 1
+    a_reads = -(-(n_pad // STICK) // c) if batch > 1 else 1
     elems = batch * (a_reads * -(-c // cohort) * m * k_pad + blocks * -(-r // cohort) * k_pad * n_pad + m * n_pad)
     dram_cycles = 2 * elems / (DRAM_SUSTAINED * machine.dram.peak_bytes_per_cycle())
     core_cycles = 2 * elems / (x * r * c) / STICK_BYTES

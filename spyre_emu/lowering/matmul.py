@@ -20,14 +20,17 @@ and each stores its piece; otherwise a core stores its tile once its last chunk 
 Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
 output stick of a block of batches, the block as large as LX allows for that one stick: the block's
 A is read again for each output stick, but its runs (a row's sticks for the block's batches) are
-long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md). A batched matmul of
-one batch has no blocks of batches to size: it is tiled as a 2-D one (a single head's Q·Kᵀ would otherwise read
-its A once per output stick, 64 times for a context of 4,096).
+long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md); when its rows come
+in blocks, the output stick's B stays in LX across them. A batched matmul of one batch has no blocks of
+batches to size: it is tiled as a 2-D one (a single head's Q·Kᵀ would otherwise read its A once per output
+stick, 64 times for a context of 4,096). 3-D operands sit in LX in their layout's order, rows outermost (a
+row's K sticks of A, a K row's column groups of B, each its batches), so that a DRAM run is one LX run: a
+block of every batch loads a row of A as one piece.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -38,13 +41,11 @@ from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
 from .in_place import DRAM, InPlace, in_place
+from .operands import Operands
 from .placement import (
     Runs,
     check_division,
     division,
-    grid_sticks,
-    rows_as_one_runs,
-    rows_as_runs,
     run_sticks,
     slice_index,
 )
@@ -53,56 +54,6 @@ from .split_k import SplitK, reduce_tile
 from .streams import CoreStreams, Emit, Item
 from .target import Target
 from .tiling import Plan, batch_block, column_block, stationary, tile_chunk
-
-
-@dataclass(frozen=True)
-class Operands:
-    """Names and layouts of A, B, C, and the block of batches a core works on at once ((None,) for 2-D).
-
-    A and B of a block sit in LX row by row with the block's batches innermost (row r of batch j at
-    ``r * len(batches) + j``), the order of torch-spyre's default 3-D layout, where the batch is the
-    device dim just outside the stick: a row's sticks for consecutive batches are then one DRAM run."""
-
-    names: tuple[str, str, str]
-    layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
-    batches: tuple[int | None, ...]
-    memo: dict = field(default_factory=dict, compare=False, repr=False)  # one kernel's A and B runs, by request
-
-    def _runs(self, which: int, rows: np.ndarray, cols: np.ndarray, batches: tuple[int | None, ...]) -> list[Runs]:
-        """Per column of ``cols``, the sticks holding host rows ``rows`` (each for every batch, batches
-        inner) at that column: one stick lookup for them all."""
-        axes = [np.array(batches), rows, cols] if batches[0] is not None else [rows, cols]
-        order = (2, 1, 0) if batches[0] is not None else (1, 0)  # columns, rows, batches inner
-        return rows_as_runs(grid_sticks(self.layouts[which], axes, order).reshape(cols.size, -1))
-
-    def a(self, k_sticks: range, m0: int, rows: int) -> list[Runs]:
-        """Per K stick of ``k_sticks``, the runs of the rows' A sticks (shared: never modify them)."""
-        key = (0, k_sticks, m0, rows, self.batches)
-        if key not in self.memo:
-            self.memo[key] = self._runs(0, np.arange(m0, m0 + rows), np.array(k_sticks) * 64, self.batches)
-        return self.memo[key]
-
-    def b(self, groups: range, k0: int, count: int) -> list[Runs]:
-        """Per column group of ``groups``, the runs of B's K rows ``k0 .. k0 + count`` (shared: never
-        modify them)."""
-        key = (1, groups, k0, count, self.batches)
-        if key not in self.memo:
-            self.memo[key] = self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64, self.batches)
-        return self.memo[key]
-
-    def c(self, groups: range, m0: int, rows: int) -> Runs:
-        """C of the block, batch after batch, column group after column group (each as a PT pass writes
-        it): one stick lookup for all the groups (shared: never modify them; every core of a K group
-        stores the same tile)."""
-        key, cols = (2, groups, m0, rows, self.batches), np.array(groups) * 64
-        if key not in self.memo:
-            axes = [np.arange(m0, m0 + rows), cols]
-            if self.batches[0] is not None:  # batches, columns, rows inner
-                axes, order = [np.array(self.batches), *axes], (0, 2, 1)
-            else:
-                order = (1, 0)
-            self.memo[key] = rows_as_one_runs(grid_sticks(self.layouts[2], axes, order).reshape(-1, rows))
-        return self.memo[key]
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
@@ -208,15 +159,17 @@ def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, i
     key = ("passes", tile, lx, plan.k_rows(ks), accumulate)
     if key not in memo or a_at is not None or c_at is not None:
         (nb, groups, rows), (a_lx, b_lx), c_lx = tile, lx, plan.c_lx
-        a_strides = (plan.a_step, nb) if a_at is None else place.a_strides
+        a_strides = plan.a_strides(nb, ks[1]) if a_at is None else place.a_strides
+        b_strides = plan.b_strides(nb)
         fixed = {"op": "matmul", "a_k_stride": a_strides[0], "a_row_stride": a_strides[1],
-                 **({"b_k_stride": nb} if nb > 1 else {}), **({"c_row_stride": place.c_stride} if c_at is not None
-                                                              else {}), "k": plan.k_rows(ks), "accumulate": accumulate}
-        b_step, per_pass = plan.b_step, plan.rows_per_pass
+                 **({"b_k_stride": b_strides[0]} if b_strides[0] > 1 else {}),
+                 **({"c_row_stride": place.c_stride} if c_at is not None else {}), "k": plan.k_rows(ks),
+                 "accumulate": accumulate}
+        per_pass = plan.rows_per_pass
         by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)])
         made = {unit: repeats(fixed, [
-            (a_lx + (r * nb + j) * STICK_BYTES if a_at is None else int(a_at[j, r]),
-             b_lx + (g * b_step + j) * STICK_BYTES,
+            (a_lx + (r * a_strides[1] + j) * STICK_BYTES if a_at is None else int(a_at[j, r]),
+             b_lx + (g * b_strides[1] + j) * STICK_BYTES,
              c_lx + ((j * groups + g) * rows + r) * STICK_BYTES if c_at is None else int(c_at[j, g, r]),
              min(per_pass, rows - r)) for j, g, r in mine]) for unit, mine in by_unit.items()}
         if a_at is not None or c_at is not None:
@@ -265,10 +218,12 @@ def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[in
     b_key = ("B", ops.batches, range(g0, g0 + groups), s0 * 64, plan.k_rows(ks), b_lx)
     if a_key not in ops.memo:
         a = ops.a(range(s0, s0 + n_k), m0, rows)
-        ops.memo[a_key] = [(runs, a_lx + s * plan.a_step * STICK_BYTES) for s, runs in enumerate(a)]
+        step = plan.a_strides(len(ops.batches), n_k)[1] if plan.rows_outer else plan.a_step
+        ops.memo[a_key] = [(runs, a_lx + i * step * STICK_BYTES) for i, runs in enumerate(a)]
     if b_key not in ops.memo:
         b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks))
-        ops.memo[b_key] = [(runs, b_lx + g * plan.b_step * STICK_BYTES) for g, runs in enumerate(b)]
+        step = plan.b_strides(len(ops.batches))[not plan.rows_outer]
+        ops.memo[b_key] = [(runs, b_lx + i * step * STICK_BYTES) for i, runs in enumerate(b)]
     return (a_key, ops.memo[a_key]), (b_key, ops.memo[b_key])
 
 
@@ -353,10 +308,13 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
                            where + ".work_division")
     whole = block == groups  # batches are blocked only when the tile's columns fit at once
     batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
+    if interleaved and split == 1 and owned > most["mb"] and tile_chunk(
+            most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= min(8, most["in"]):
+        keep = "B"  # rows in blocks: the block's output stick of B stays in LX across them
     fits = tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
-                most["in"])
+                most["in"], batched)
     if split > 1:
         tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))

@@ -75,14 +75,18 @@ def dma_item(unit: str, tensor: str, start: int, n: int, lx: int, count: int = 1
 
 def patterns(runs: Runs) -> list[tuple[int, int, int, int]]:
     """Runs as (first stick, sticks per run, runs, stride): each the longest stretch of runs of one
-    length whose starts step by one stride (greater than the length: runs never touch). The pattern
-    being grown is kept in locals (a tile's store can be thousands of one-stick runs)."""
+    length whose starts step by one stride (greater than the length: runs never touch). A run that
+    starts where a lone run ends joins it: a DRAM range going to one LX range is one piece, however it
+    was cut. The pattern being grown is kept in locals (a tile's store can be thousands of one-stick runs)."""
     out: list[tuple[int, int, int, int]] = []
     if not runs:
         return out
     (first, size), count, stride = runs[0], 1, 0
     last = first
     for start, n in runs[1:]:
+        if count == 1 and start == first + size:
+            size += n
+            continue
         step = start - last
         if n == size and (step == stride if count > 1 else step > n):
             count, stride, last = count + 1, step, start

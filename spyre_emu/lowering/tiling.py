@@ -9,8 +9,8 @@ fits beside the other's two chunk buffers and the C tile: A across a row block's
 (``keep`` "A"), or B across a column block's row blocks (``keep`` "B", columns then the outer loop). The
 plan takes whichever loads the fewest sticks into the core's LX (ties: streaming both, then A, then B).
 Under split K a core streams both, as silicon's K splits do. A batched core's tile is one output stick of
-a block of batches (matmul.py), and it streams both: silicon reads a block's A again per output stick
-(docs/decisions/fidelity.md).
+a block of batches (matmul.py): silicon reads a block's A again per output stick (docs/decisions/fidelity.md);
+B it keeps across row blocks when it fits, else it streams both.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class Plan:
     split: SplitK | None  # the K reduction's receive area, when K is split
     keep: str = ""       # the operand that stays in LX across tiles ("A", "B"), or "" (both streamed)
     k_sticks: int = 0    # the most K sticks a core owns (the kept operand's K range)
+    rows_outer: bool = False  # A and B sit in LX row by row, as a 3-D layout holds them in DRAM
 
     @property
     def a_bytes(self) -> int:
@@ -50,13 +51,28 @@ class Plan:
 
     @property
     def a_step(self) -> int:
-        """LX sticks per K stick of A (a chunk's A tile holds K stick after K stick)."""
+        """LX sticks per K stick of a 2-D A (a chunk's A tile holds K stick after K stick)."""
         return self.rows * self.batches
+
+    def a_strides(self, batches: int, k_sticks: int) -> tuple[int, int]:
+        """LX sticks between a row's K sticks of A and between its rows, in a tile of ``batches`` and a chunk of
+        ``k_sticks``: rows outer, a row's K sticks each its batches (the 3-D device order, so that a DRAM run of
+        a row is one LX run: a kept A is laid out for its whole K range), else K sticks outer."""
+        if self.rows_outer:
+            return batches, (self.k_sticks if self.keep == "A" else k_sticks) * batches
+        return self.a_step, batches
 
     @property
     def b_step(self) -> int:
-        """LX sticks per column group of B."""
+        """LX sticks per column group of a 2-D B."""
         return (self.k_sticks if self.keep == "B" else self.chunk) * 64 * self.batches
+
+    def b_strides(self, batches: int) -> tuple[int, int]:
+        """LX sticks between B's K rows and between its column groups, in a tile of ``batches``: K rows outer,
+        a row's column groups each its batches (the 3-D device order), else column groups outer."""
+        if self.rows_outer:
+            return self.block * batches, batches
+        return batches, self.b_step
 
     def k_rows(self, ks: tuple[int, int]) -> int:
         """K rows of chunk ``ks`` (first K stick, count): B has exactly K rows; A's last stick is padded."""
@@ -66,9 +82,11 @@ class Plan:
         """LX of A and B for chunk ``n``, ``offset`` K sticks into the core's K range: a streamed operand
         alternates between two buffers; a kept one has its K range in one place, the chunk at its offset."""
         if self.keep == "A":
-            return offset * self.a_step * STICK_BYTES, self.a_bytes + (n % 2) * self.b_bytes
+            step = self.batches if self.rows_outer else self.a_step
+            return offset * step * STICK_BYTES, self.a_bytes + (n % 2) * self.b_bytes
         if self.keep == "B":
-            return self.b_bytes + (n % 2) * self.a_bytes, offset * 64 * self.batches * STICK_BYTES
+            step = 64 * self.batches * (self.block if self.rows_outer else 1)
+            return self.b_bytes + (n % 2) * self.a_bytes, offset * step * STICK_BYTES
         base = (n % 2) * (self.a_bytes + self.b_bytes)
         return base, base + self.a_bytes
 

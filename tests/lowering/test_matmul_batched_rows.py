@@ -73,11 +73,15 @@ def test_2d_core_keeps_row_blocks_and_b_across_them(tmp_path, rows):
 
 def test_batched_rows_that_do_not_fit_fall_back_to_row_blocks(tmp_path):
     """8,192 rows of a batch leave no room beside C (8,192 + 2 x (8,192 + 64) > 12,697): row blocks of 128 (of
-    both batches), B (2 x 8 KB) read 64 times, and the kernel still lowers."""
+    both batches). B's output stick for the block (64 K rows x 2 batches = 128 sticks) stays in LX beside A's two
+    chunk buffers (2 x 128 rows x 2 batches) and C (256): B (2 x 8 KB) is read once, not once per row block (64
+    times), and A once."""
     machine = load_machine()
     path, a, b = _bmm(tmp_path, 2, 8192, 64, 64)
-    report = run(load(path, machine), machine).report.data
-    assert report["dram"]["read_bytes"] == a.nbytes + 64 * b.nbytes
+    result = run(load(path, machine), machine, functional=True)
+    assert result.report.data["dram"]["read_bytes"] == a.nbytes + b.nbytes
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
 
 
 @pytest.mark.parametrize(("m", "k", "n", "a_reads", "b_reads"), [(8192, 64, 64, 1, 1), (512, 128, 4096, 2, 1)])
@@ -93,3 +97,33 @@ def test_one_batch_is_tiled_as_a_2d_matmul(tmp_path, m, k, n, a_reads, b_reads):
     assert result.report.data["dram"]["read_bytes"] == a_reads * a.nbytes + b_reads * b.nbytes
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+def test_a_block_of_every_batch_loads_its_rows_as_one_piece(tmp_path):
+    """2 batches of (16 x 128) @ (128 x 64) on one core. The default 3-D layout holds A as [row][K stick][batch]
+    and B as [K row][column stick][batch]; a block of both batches keeps that order in LX, so A's 16 rows x 2 K
+    sticks x 2 batches are one DRAM run of 64 sticks and B's 128 K rows x 2 batches one of 256: one piece each
+    (K sticks outermost in LX, A was 32 pieces of 2 sticks)."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 2, 16, 128, 64)
+    program = load(path, machine)
+    assert _load_pieces(program.units) == [64, 256]
+    result = run(program, machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+@pytest.mark.parametrize(("x", "m", "k", "n"), [(3, 200, 1024, 128), (4, 700, 1500, 130), (1, 300, 640, 1000),
+                                                (1, 40, 3000, 2048)])
+def test_rows_outer_tiles_of_several_chunks_give_numpys_values(tmp_path, x, m, k, n):
+    """A and B sit in LX rows outermost, a PT pass reading them at those strides: blocks of 2 and 1 of 3 batches,
+    16 K sticks in chunks of 11 and 5; blocks of 3 and 1 of 4 batches in row blocks of 128 (the last 60), each
+    output stick's B (24 K sticks, the last padded) kept across them while A streams in chunks of 10, 10 and 4, the
+    last output stick 2 columns wide; one batch (tiled as 2-D) in column blocks of 13 output sticks with B kept
+    across row blocks of 128, 128 and 44; and with A kept across column blocks of 10, its 47 K sticks (the last
+    padded) in chunks of 8 at their offsets in its row."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, x, m, k, n)
+    result = run(load(path, machine), machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=3e-1)

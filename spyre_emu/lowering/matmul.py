@@ -41,7 +41,7 @@ from ..kernel_program import Tensor, TensorLayout, default_layout
 from ..kernel_program.model import Kernel
 from .cohorts import Piece, addressed, cohorts, loaders, share
 from .in_place import DRAM, InPlace, in_place
-from .operands import Operands
+from .operands import Operands, lx_order
 from .placement import (
     Runs,
     check_division,
@@ -159,17 +159,17 @@ def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, i
     key = ("passes", tile, lx, plan.k_rows(ks), accumulate)
     if key not in memo or a_at is not None or c_at is not None:
         (nb, groups, rows), (a_lx, b_lx), c_lx = tile, lx, plan.c_lx
-        a_strides = plan.a_strides(nb, ks[1]) if a_at is None else place.a_strides
-        b_strides = plan.b_strides(nb)
-        fixed = {"op": "matmul", "a_k_stride": a_strides[0], "a_row_stride": a_strides[1],
-                 **({"b_k_stride": b_strides[0]} if b_strides[0] > 1 else {}),
+        sa, sb = plan.a_strides(nb, ks[1]), plan.b_strides(nb)
+        a_k, a_row = (sa["k"], sa["rows"]) if a_at is None else place.a_strides
+        fixed = {"op": "matmul", "a_k_stride": a_k, "a_row_stride": a_row,
+                 **({"b_k_stride": sb["k"]} if sb["k"] > 1 else {}),
                  **({"c_row_stride": place.c_stride} if c_at is not None else {}), "k": plan.k_rows(ks),
                  "accumulate": accumulate}
         per_pass = plan.rows_per_pass
         by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)])
         made = {unit: repeats(fixed, [
-            (a_lx + (r * a_strides[1] + j) * STICK_BYTES if a_at is None else int(a_at[j, r]),
-             b_lx + (g * b_strides[1] + j) * STICK_BYTES,
+            (a_lx + (j * sa["batch"] + r * sa["rows"]) * STICK_BYTES if a_at is None else int(a_at[j, r]),
+             b_lx + (j * sb["batch"] + g * sb["groups"]) * STICK_BYTES,
              c_lx + ((j * groups + g) * rows + r) * STICK_BYTES if c_at is None else int(c_at[j, g, r]),
              min(per_pass, rows - r)) for j, g, r in mine]) for unit, mine in by_unit.items()}
         if a_at is not None or c_at is not None:
@@ -210,20 +210,18 @@ Tile = list[tuple[Runs, int]]  # runs of device sticks, each list to its LX addr
 
 def _operand_tiles(ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int]
                    ) -> tuple[tuple[tuple, Tile], tuple[tuple, Tile]]:
-    """Chunk ``n``'s A and B tiles: per K stick of A and per column group of B, its runs of device
-    sticks and the LX address they go to; each with its key in ``ops.memo`` (shared: never modify them)."""
+    """Chunk ``n``'s A and B tiles: lines of runs of device sticks in their LX order, each with the LX address it
+    goes to; each with its key in ``ops.memo`` (shared: never modify them)."""
     (m0, rows), (g0, groups), (s0, n_k) = piece.m, piece.g, ks
     a_lx, b_lx = plan.buffers(n, s0 - piece.k[0])
     a_key = ("A", ops.batches, range(s0, s0 + n_k), m0, rows, a_lx)
     b_key = ("B", ops.batches, range(g0, g0 + groups), s0 * 64, plan.k_rows(ks), b_lx)
     if a_key not in ops.memo:
-        a = ops.a(range(s0, s0 + n_k), m0, rows)
-        step = plan.a_strides(len(ops.batches), n_k)[1] if plan.rows_outer else plan.a_step
-        ops.memo[a_key] = [(runs, a_lx + i * step * STICK_BYTES) for i, runs in enumerate(a)]
+        a = ops.a(range(s0, s0 + n_k), m0, rows, plan.a_order, plan.a_strides(len(ops.batches), n_k))
+        ops.memo[a_key] = [(runs, a_lx + at * STICK_BYTES) for runs, at in a]
     if b_key not in ops.memo:
-        b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks))
-        step = plan.b_strides(len(ops.batches))[not plan.rows_outer]
-        ops.memo[b_key] = [(runs, b_lx + i * step * STICK_BYTES) for i, runs in enumerate(b)]
+        b = ops.b(range(g0, g0 + groups), s0 * 64, plan.k_rows(ks), plan.b_order, plan.b_strides(len(ops.batches)))
+        ops.memo[b_key] = [(runs, b_lx + at * STICK_BYTES) for runs, at in b]
     return (a_key, ops.memo[a_key]), (b_key, ops.memo[b_key])
 
 
@@ -273,10 +271,11 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     src, where, machine, lx_sticks = target.program.source, kernel.path, target.machine, target.budget
     a, b, c = (t.layout for t in tensors)
     batched = len(a.shape) == 3
+    orders = ((0, 1, 2), (1, 0, 2)) if batched else ((0, 1),)  # the stick's dim innermost, the batch in or out
     if not all(len(t.shape) == len(a.shape) in (2, 3) and t.dtype in ("fp16", "bf16")
-               and t == default_layout(t.shape, t.dtype) for t in (a, b, c)):
-        raise ProgramError("matmul lowers 2-D or batched 3-D fp16/bf16 operands in the default layout so far",
-                           src, where)
+               and any(t == default_layout(t.shape, t.dtype, o) for o in orders) for t in (a, b, c)):
+        raise ProgramError("matmul lowers 2-D or batched 3-D fp16/bf16 operands in torch-spyre's layouts with the "
+                           "last dim in the stick (dim_order [0, 1], [0, 1, 2] or [1, 0, 2]) so far", src, where)
     (m, k), n = a.shape[-2:], b.shape[-1]
     want = {"mb": m, "in": k, "out": n, **({"x": a.shape[0]} if batched else {})}
     lead = a.shape[:-2]
@@ -297,7 +296,11 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     bounds = {d: div.bounds(order.index(d), units[d]) if d in order else np.array([0, 1]) for d in units}
     most = {d: int(np.diff(bd).max()) for d, bd in bounds.items()}
     owned = most["mb"]
-    interleaved = batched and a.shape[0] > 1  # a batch of one has no batch blocks to size: tiled as a 2-D matmul
+    a_order = lx_order(a, ("batch", "rows", "k")[not batched:])
+    b_order = lx_order(b, ("batch", "k", "groups")[not batched:])
+    # batches inside the rows (the default layout) are tiled in batch blocks; one batch, or batches outermost
+    # in both operands, as 2-D matmuls
+    interleaved = batched and a.shape[0] > 1 and not a_order[0] == b_order[0] == "batch"
     all_rows = interleaved and column_block(most["in"], owned, 1, lx_sticks, split) == 1  # fewer batches instead
     most["mb"] = owned if all_rows else min(owned, machine.pt.max_tile_rows)  # 2-D: row blocks (fidelity.md)
     groups = 1 if interleaved else most["out"]  # batched: one output stick per tile, batch blocks sized for it
@@ -314,7 +317,7 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     fits = tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
-                most["in"], batched)
+                most["in"], a_order, b_order)
     if split > 1:
         tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))

@@ -7,46 +7,50 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernel_program import TensorLayout
+from ..kernel_program import TensorLayout, dim_map
 from .placement import Runs, grid_sticks, rows_as_one_runs, rows_as_runs
+
+Lines = list[tuple[Runs, int]]  # runs of device sticks, each list to its LX offset in sticks
 
 
 @dataclass(frozen=True)
 class Operands:
     """Names and layouts of A, B, C, and the block of batches a core works on at once ((None,) for 2-D).
 
-    A and B of a block sit in LX row by row with the block's batches innermost (``Plan.a_strides``,
-    ``Plan.b_strides``), the order of torch-spyre's default 3-D layout, where the batch is the device dim
-    just outside the stick: a row's sticks for consecutive batches are then one DRAM run."""
+    A and B of a block sit in LX in their layouts' order (``lx_order``, ``Plan.a_strides``): in torch-spyre's
+    default 3-D layout, where the batch is the device dim just outside the stick, a row's sticks for consecutive
+    batches are one DRAM run and one LX run."""
 
     names: tuple[str, str, str]
     layouts: tuple[TensorLayout, TensorLayout, TensorLayout]
     batches: tuple[int | None, ...]
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # one kernel's A and B runs, by request
 
-    def _runs(self, which: int, rows: np.ndarray, cols: np.ndarray) -> list[Runs]:
-        """The sticks of host ``rows`` x ``cols`` as LX holds them: 2-D, per column its rows (the layout's K
-        sticks or column groups outermost); 3-D, per row its columns, each for the block's batches (the layout's
-        rows outermost, the batch just outside the stick). One stick lookup for them all."""
-        if self.batches[0] is None:
-            return rows_as_runs(grid_sticks(self.layouts[which], [rows, cols], (1, 0)))
-        ids = grid_sticks(self.layouts[which], [np.array(self.batches), rows, cols], (1, 2, 0))
-        return rows_as_runs(ids.reshape(rows.size, -1))
-
-    def a(self, k_sticks: range, m0: int, rows: int) -> list[Runs]:
-        """``_runs`` of A's rows ``m0 ..`` at the K sticks ``k_sticks`` (shared: never modify them)."""
+    def a(self, k_sticks: range, m0: int, rows: int, order: tuple[str, ...], strides: dict[str, int]) -> Lines:
+        """``lines`` of A's rows ``m0 ..`` at the K sticks ``k_sticks`` in LX ``order`` at ``strides`` (shared:
+        never modify them)."""
         key = (0, k_sticks, m0, rows, self.batches)
         if key not in self.memo:
-            self.memo[key] = self._runs(0, np.arange(m0, m0 + rows), np.array(k_sticks) * 64)
+            axes = {"batch": self.batches, "rows": np.arange(m0, m0 + rows), "k": np.array(k_sticks) * 64}
+            self.memo[key] = self._lines(0, axes, order, strides)
         return self.memo[key]
 
-    def b(self, groups: range, k0: int, count: int) -> list[Runs]:
-        """``_runs`` of B's K rows ``k0 .. k0 + count`` at the column groups ``groups`` (shared: never modify
+    def b(self, groups: range, k0: int, count: int, order: tuple[str, ...], strides: dict[str, int]) -> Lines:
+        """``lines`` of B's K rows ``k0 .. k0 + count`` at the column groups ``groups`` (shared: never modify
         them)."""
         key = (1, groups, k0, count, self.batches)
         if key not in self.memo:
-            self.memo[key] = self._runs(1, np.arange(k0, k0 + count), np.array(groups) * 64)
+            axes = {"batch": self.batches, "k": np.arange(k0, k0 + count), "groups": np.array(groups) * 64}
+            self.memo[key] = self._lines(1, axes, order, strides)
         return self.memo[key]
+
+    def _lines(self, which: int, axes: dict, order: tuple[str, ...], strides: dict[str, int]) -> Lines:
+        """The sticks of an operand's host ``axes`` (by name, in host order; a 2-D one has no batch) as ``lines``
+        in LX ``order``: one stick lookup for them all."""
+        names = tuple(axes)[self.batches[0] is None:]
+        grid = [np.array(axes[name]) for name in names]
+        ids = grid_sticks(self.layouts[which], grid, tuple(names.index(d) for d in order))
+        return lines(ids, tuple(strides[d] for d in order))
 
     def c(self, groups: range, m0: int, rows: int) -> Runs:
         """C of the block, batch after batch, column group after column group (each as a PT pass writes
@@ -61,3 +65,19 @@ class Operands:
                 order = (1, 0)
             self.memo[key] = rows_as_one_runs(grid_sticks(self.layouts[2], axes, order).reshape(-1, rows))
         return self.memo[key]
+
+
+def lx_order(layout: TensorLayout, dims: tuple[str, ...]) -> tuple[str, ...]:
+    """An operand's host ``dims`` (by name, in host order) outermost first as its device layout orders them, the
+    stick's own dim by its sticks: the order its tiles sit in LX, so that a DRAM run is an LX run. A dim the layout
+    does not step (of size 1) goes innermost."""
+    found = [dims[d] for d in dict.fromkeys(dim_map(layout)[:-1]) if d >= 0]
+    return (*found, *(d for d in dims if d not in found))
+
+
+def lines(ids: np.ndarray, strides: tuple[int, ...]) -> Lines:
+    """A tile's stick ids (an axis per dim, in LX order) as lines of its innermost dim, each the runs of its sticks
+    and its LX offset in sticks (``strides`` per dim). Lines that follow one another in LX load in one call, whose
+    touching runs are one piece (``streams.patterns``)."""
+    offsets = np.indices(ids.shape[:-1]).reshape(ids.ndim - 1, -1).T @ np.array(strides[:-1], np.int64)
+    return list(zip(rows_as_runs(ids.reshape(-1, ids.shape[-1])), offsets.tolist(), strict=True))

@@ -37,7 +37,8 @@ class Plan:
     split: SplitK | None  # the K reduction's receive area, when K is split
     keep: str = ""       # the operand that stays in LX across tiles ("A", "B"), or "" (both streamed)
     k_sticks: int = 0    # the most K sticks a core owns (the kept operand's K range)
-    rows_outer: bool = False  # A and B sit in LX row by row, as a 3-D layout holds them in DRAM
+    a_order: tuple[str, ...] = ("k", "rows")  # A's dims in LX, outermost first: its layout's order (``lx_order``)
+    b_order: tuple[str, ...] = ("groups", "k")  # B's: "batch", "k" (its K rows) and "groups"
 
     @property
     def a_bytes(self) -> int:
@@ -47,32 +48,23 @@ class Plan:
     @property
     def b_bytes(self) -> int:
         """LX of B: one chunk buffer, or all of a column block's K range when B is kept."""
-        return self.block * self.b_step * STICK_BYTES
+        return self.block * self.b_rows * self.batches * STICK_BYTES
 
     @property
-    def a_step(self) -> int:
-        """LX sticks per K stick of a 2-D A (a chunk's A tile holds K stick after K stick)."""
-        return self.rows * self.batches
+    def b_rows(self) -> int:
+        """K rows of B's buffer: a chunk's, or the whole K range of a kept B."""
+        return (self.k_sticks if self.keep == "B" else self.chunk) * 64
 
-    def a_strides(self, batches: int, k_sticks: int) -> tuple[int, int]:
-        """LX sticks between a row's K sticks of A and between its rows, in a tile of ``batches`` and a chunk of
-        ``k_sticks``: rows outer, a row's K sticks each its batches (the 3-D device order, so that a DRAM run of
-        a row is one LX run: a kept A is laid out for its whole K range), else K sticks outer."""
-        if self.rows_outer:
-            return batches, (self.k_sticks if self.keep == "A" else k_sticks) * batches
-        return self.a_step, batches
+    def a_strides(self, batches: int, k_sticks: int) -> dict[str, int]:
+        """LX sticks between A's batches, rows and K sticks in a tile of ``batches`` and a chunk of ``k_sticks``
+        (a kept A: its whole K range), nested in ``a_order`` over the plan's rows: a DRAM run is an LX run."""
+        return _strides(self.a_order, {"batch": batches, "rows": self.rows,
+                                       "k": self.k_sticks if self.keep == "A" else k_sticks})
 
-    @property
-    def b_step(self) -> int:
-        """LX sticks per column group of a 2-D B."""
-        return (self.k_sticks if self.keep == "B" else self.chunk) * 64 * self.batches
-
-    def b_strides(self, batches: int) -> tuple[int, int]:
-        """LX sticks between B's K rows and between its column groups, in a tile of ``batches``: K rows outer,
-        a row's column groups each its batches (the 3-D device order), else column groups outer."""
-        if self.rows_outer:
-            return self.block * batches, batches
-        return batches, self.b_step
+    def b_strides(self, batches: int) -> dict[str, int]:
+        """LX sticks between B's batches, K rows and column groups in a tile of ``batches``, nested in
+        ``b_order`` over the plan's column block."""
+        return _strides(self.b_order, {"batch": batches, "groups": self.block, "k": self.b_rows})
 
     def k_rows(self, ks: tuple[int, int]) -> int:
         """K rows of chunk ``ks`` (first K stick, count): B has exactly K rows; A's last stick is padded."""
@@ -82,10 +74,10 @@ class Plan:
         """LX of A and B for chunk ``n``, ``offset`` K sticks into the core's K range: a streamed operand
         alternates between two buffers; a kept one has its K range in one place, the chunk at its offset."""
         if self.keep == "A":
-            step = self.batches if self.rows_outer else self.a_step
+            step = self.a_strides(self.batches, 0)["k"]
             return offset * step * STICK_BYTES, self.a_bytes + (n % 2) * self.b_bytes
         if self.keep == "B":
-            step = 64 * self.batches * (self.block if self.rows_outer else 1)
+            step = 64 * self.b_strides(self.batches)["k"]
             return self.b_bytes + (n % 2) * self.a_bytes, offset * step * STICK_BYTES
         base = (n % 2) * (self.a_bytes + self.b_bytes)
         return base, base + self.a_bytes
@@ -93,6 +85,15 @@ class Plan:
     @property
     def c_lx(self) -> int:
         return (1 if self.keep == "A" else 2) * self.a_bytes + (1 if self.keep == "B" else 2) * self.b_bytes
+
+
+def _strides(order: tuple[str, ...], extents: dict[str, int]) -> dict[str, int]:
+    """Each dim's stride when dims of these extents nest in ``order`` (outermost first); 0 for a dim not in it
+    (a 2-D operand's batch)."""
+    out, step = dict.fromkeys(extents, 0), 1
+    for dim in reversed(order):
+        out[dim], step = step, step * extents[dim]
+    return out
 
 
 def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1,

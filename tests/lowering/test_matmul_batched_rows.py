@@ -10,10 +10,13 @@ from spyre_emu.config import load_machine
 from spyre_emu.pipeline import load, run
 
 
-def _bmm(tmp_path, x, m, k, n):
+def _bmm(tmp_path, x, m, k, n, outer=""):
+    """A batched matmul on one core; ``outer`` names the operands laid out batch-outer (dim_order [1, 0, 2])."""
     tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
                "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
                "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
+    for name in outer:
+        tensors[name]["layout"] = {"dim_order": [1, 0, 2]}
     kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"], "dims": {"x": x, "mb": m, "out": n, "in": k},
               "work_division": {"x": 1, "mb": 1}}
     path = tmp_path / "bmm.json"
@@ -26,9 +29,9 @@ def _bmm(tmp_path, x, m, k, n):
     return path, a, b
 
 
-def _load_pieces(units) -> list[int]:
-    """Sticks per piece of every load, in order (a strided load is bytes / piece pieces of piece bytes)."""
-    return [i.args.get("piece", i.args["bytes"]) // 128 for i in units.instructions() if i.op == "load"
+def _load_pieces(units, op="load") -> list[int]:
+    """Sticks per piece of every load (or store), in order (a strided one is bytes / piece pieces of piece bytes)."""
+    return [i.args.get("piece", i.args["bytes"]) // 128 for i in units.instructions() if i.op == op
             for _ in range(i.args["bytes"] // i.args.get("piece", i.args["bytes"]))]
 
 
@@ -124,6 +127,35 @@ def test_rows_outer_tiles_of_several_chunks_give_numpys_values(tmp_path, x, m, k
     padded) in chunks of 8 at their offsets in its row."""
     machine = load_machine()
     path, a, b = _bmm(tmp_path, x, m, k, n)
+    result = run(load(path, machine), machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=3e-1)
+
+
+@pytest.mark.parametrize(("outer", "stores"), [("", [1] * 32), ("ABC", [32])])
+def test_batch_outer_operands_move_as_their_layout_holds_them(tmp_path, outer, stores):
+    """The same 2 batches of (16 x 128) @ (128 x 64) on one core with every operand batch-outer (dim_order
+    [1, 0, 2]: a batch's 2-D layout after another's). A's 2 batches x 2 K sticks x 16 rows and B's 2 batches x 128
+    K rows are again one DRAM run each, now in LX batch by batch, and C (2 batches x 16 rows) is one run where the
+    default layout (rows outermost, the batch inside) scatters it into 32 one-stick pieces."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 2, 16, 128, 64, outer)
+    program = load(path, machine)
+    assert _load_pieces(program.units) == [64, 256]
+    assert _load_pieces(program.units, "store") == stores
+    result = run(program, machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+@pytest.mark.parametrize("outer", ["A", "B", "C", "AB", "ABC"])
+@pytest.mark.parametrize(("x", "m", "k", "n"), [(3, 200, 1024, 130), (4, 700, 1500, 130)])
+def test_batch_outer_layouts_give_numpys_values(tmp_path, outer, x, m, k, n):
+    """Any operands batch-outer, the others in the default layout: with A and B both batch-outer the batches are
+    tiled as 2-D matmuls (column blocks, no batch blocks of one output stick), else in batch blocks; chunks of K,
+    row blocks and a kept B as in the rows-outer cases above."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, x, m, k, n, outer)
     result = run(load(path, machine), machine, functional=True)
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=3e-1)

@@ -146,7 +146,7 @@ def test_a_program_task_sets_a_tensors_layout():
     assert same["error"] == ""
     assert same["instructions"] != default["instructions"]
     refused = sweep({"layout.w": grid_search([[1, 0]])}, ProgramTask(MLP), workers=1, cache=False).table.records()
-    assert refused[0]["error"].startswith("matmul lowers 2-D or batched 3-D fp16/bf16 operands in the default layout")
+    assert refused[0]["error"].startswith("matmul lowers 2-D or batched 3-D fp16/bf16 operands in torch-spyre's")
     with pytest.raises(ConfigError, match=r"space.layout.w: expected a dim_order, a permutation of 0..1, got \[0, 0\]"):
         sweep({"layout.w": grid_search([[0, 0]])}, ProgramTask(MLP), workers=1, cache=False)
     with pytest.raises(ConfigError, match="space.layout.q: no tensor 'q'"):

@@ -1,8 +1,9 @@
 """Matmul kernels (``batchmatmul``): PT passes of 8 rows on both corelets, operands shared over the ring.
 
-Operands are A (M, K), B (K, N), C (M, N), each optionally with a leading batch dim, in
-torch-spyre's default layouts (2-D A is [K sticks][M][64]: a K stick of consecutive rows is
-contiguous). A core owns an (M block, N block, K block) of the work per batch. It computes its C
+Operands are A (M, K), B (K, N), C (M, N), each optionally with a leading batch dim, in torch-spyre's
+layouts with the last dim in the stick (2-D A is [K sticks][M][64]: a K stick of consecutive rows is
+contiguous; a 3-D operand has its rows outermost and the batch just outside the stick, the default, or its
+batch outermost). A core owns an (M block, N block, K block) of the work per batch. It computes its C
 tile ``block`` column groups at a time (a tile), streaming its K range in chunks: per chunk, for
 each K stick, its rows of A and, per 64-column group, the chunk's rows of B, as runs of
 consecutive device sticks. Each pass multiplies up to 8 rows of the A tile by one column group
@@ -16,16 +17,17 @@ operand the plan keeps in LX (``tiling.py``: A across a row block's column block
 block's row blocks) is loaded in the first tile that needs it, into a place of its own, and loaded again
 only once every member's passes of the last tile that read it are done.
 With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
-and each stores its piece; otherwise a core stores its tile once its last chunk is done.
+and each stores its piece; otherwise a core stores its tile once its last chunk is done, into a second C
+buffer meanwhile when the store scatters (C's layout holds a pass's rows apart) and LX has room.
 Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
 output stick of a block of batches, the block as large as LX allows for that one stick: the block's
 A is read again for each output stick, but its runs (a row's sticks for the block's batches) are
 long, and silicon's batched divisions fit that order (docs/decisions/fidelity.md); when its rows come
 in blocks, the output stick's B stays in LX across them. A batched matmul of one batch has no blocks of
 batches to size: it is tiled as a 2-D one (a single head's Q·Kᵀ would otherwise read its A once per output
-stick, 64 times for a context of 4,096). 3-D operands sit in LX in their layout's order, rows outermost (a
-row's K sticks of A, a K row's column groups of B, each its batches), so that a DRAM run is one LX run: a
-block of every batch loads a row of A as one piece.
+stick, 64 times for a context of 4,096), and so are batches outermost in both A and B. A and B sit in LX in
+their layouts' order (``operands.lx_order``), so that a DRAM run is one LX run: a block of every batch of the
+default layout loads a row of A as one piece.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
     kernel's operand runs so far (every tile of a core reads the same A chunks, every core of a B
     cohort the same B chunks, and ``_sharing`` all of them once more). ``place``: A and C kept in LX in
     their tensors' own places (``in_place.py``): no A loads, no stores, each tile's C in a place of its own."""
-    n, freed, before, kept_done = 0, [], 0, None
+    n, freed, before, kept_done = 0, {}, 0, None  # freed: per C buffer, what its last tile's stores signal
     (m0, rows), (g0, groups) = piece.m, piece.g
     blocks = [piece.batches[i:i + plan.batches] for i in range(0, len(piece.batches), plan.batches)]
     starts = range(m0, m0 + rows, plan.rows), range(g0, g0 + groups, plan.block)
@@ -82,23 +84,21 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
             last_chunk = s0 + plan.chunk >= piece.k[0] + piece.k[1]
             kept = (fresh, kept_done if s0 == piece.k[0] else None, closing and last_chunk)
             at = place.tile(piece, tile, piece.batches.index(xs[0]), ks[0])
-            passes = _chunk(core, ops, tile, plan, n, ks, sharing, kept, (place, *at))
-            for i, item in enumerate(freed):
+            passes = _chunk(core, ops, tile, plan, n, ks, sharing, kept, (place, *at), plan.c_at(t))
+            for i, item in enumerate(freed.pop(t % plan.c_tiles, [])):
                 for u, work in passes.items():
                     _link(item, work[0], f"{core.tag}t{t}.free{i}>{u}")
-            freed, n = [], n + 1
+            n += 1
         kept_done = n - 1 if closing else kept_done
         runs = ops.c(range(tile.g[0], tile.g[0] + tile.g[1]), *tile.m)
         last = [work[-1] for work in passes.values()]
-        if place.c is not None:
-            freed = []  # C is written where it stays: the next tile writes elsewhere
-        elif plan.split is None:
-            stores = core.dma("store", names[2], runs, plan.c_lx)
+        if place.c is None and plan.split is None:
+            stores = core.dma("store", names[2], runs, plan.c_at(t))
             for i, item in enumerate(last):
                 _link(item, stores[0], f"{core.tag}t{t}.done{i}")
-            freed = stores[-1:]
-        else:
-            freed = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
+            freed[t % plan.c_tiles] = stores[-1:]
+        elif place.c is None:
+            freed[0] = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
         before = run_sticks(runs)
 
 
@@ -114,7 +114,7 @@ def _sharing(piece: Piece, plan: Plan, tiles: list[tuple[Operands, Piece]]) -> t
 
 def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, ks: tuple[int, int],
            sharing: tuple[tuple[int, ...], tuple[int, ...]], kept: tuple[bool, int | None, bool],
-           at: tuple[InPlace, np.ndarray | None, np.ndarray | None]) -> dict[str, list[Item]]:
+           at: tuple[InPlace, np.ndarray | None, np.ndarray | None], c_lx: int) -> dict[str, list[Item]]:
     """Chunk ``n``: the loads this core issues for its cohorts, then its own passes, per PT unit.
     ``sharing``: the members of the A and B cohorts that load a share of each chunk. ``kept``, for the
     operand the plan keeps in LX: whether this chunk loads it, the chunk whose passes its loads wait for
@@ -122,7 +122,7 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
     ``at``: the operands in LX in their own places, and the tile's A and C addresses there."""
     rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
     a_lx, b_lx = plan.buffers(n, ks[0] - piece.k[0])
-    passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx), ks, ks[0] > piece.k[0], at)
+    passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx, c_lx), ks, ks[0] > piece.k[0], at)
     a_tile, b_tile = _operand_tiles(ops, piece, plan, n, ks)
     sources = []  # (operand and loading core) of every part this core's passes wait for
     for operand, name, (key, tile), cohort, loading in (
@@ -158,7 +158,7 @@ def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, i
     place, a_at, c_at = at
     key = ("passes", tile, lx, plan.k_rows(ks), accumulate)
     if key not in memo or a_at is not None or c_at is not None:
-        (nb, groups, rows), (a_lx, b_lx), c_lx = tile, lx, plan.c_lx
+        (nb, groups, rows), (a_lx, b_lx, c_lx) = tile, lx
         sa, sb = plan.a_strides(nb, ks[1]), plan.b_strides(nb)
         a_k, a_row = (sa["k"], sa["rows"]) if a_at is None else place.a_strides
         fixed = {"op": "matmul", "a_k_stride": a_k, "a_row_stride": a_row,
@@ -315,9 +315,16 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
             most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= min(8, most["in"]):
         keep = "B"  # rows in blocks: the block's output stick of B stays in LX across them
     fits = tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
+    c_tiles, tile = 1, most["mb"] * block * batches
+    tiles = -(-owned // most["mb"]) * -(-most["out"] // block) * -(-most["x"] // batches)
+    if split == 1 and tiles > 1 and lx_order(c, ("batch", "rows", "groups")[not batched:])[-1] != "rows":
+        # a PT pass writes a column group of rows, which C's layout holds apart: its store is a scatter of short
+        # pieces, so the next tile computes into a second C buffer meanwhile, if chunks of 8 K sticks still fit
+        fits2 = tile_chunk(most["in"], most["mb"], block, lx_sticks - tile, split, batches, keep)
+        c_tiles, fits = (2, fits2) if fits2 >= min(8, most["in"]) else (1, fits)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
-                most["in"], a_order, b_order)
+                most["in"], a_order, b_order, c_tiles)
     if split > 1:
         tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))

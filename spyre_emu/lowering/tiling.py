@@ -39,6 +39,11 @@ class Plan:
     k_sticks: int = 0    # the most K sticks a core owns (the kept operand's K range)
     a_order: tuple[str, ...] = ("k", "rows")  # A's dims in LX, outermost first: its layout's order (``lx_order``)
     b_order: tuple[str, ...] = ("groups", "k")  # B's: "batch", "k" (its K rows) and "groups"
+    c_tiles: int = 1     # C buffers: with two, a tile's passes start while the one before is stored
+
+    def c_at(self, t: int) -> int:
+        """LX of tile ``t``'s C."""
+        return self.c_lx + (t % self.c_tiles) * self.rows * self.block * self.batches * STICK_BYTES
 
     @property
     def a_bytes(self) -> int:

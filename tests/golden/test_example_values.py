@@ -33,8 +33,9 @@ REFERENCE = {
     "row_sum_split_kernels": lambda t: t["x"].sum(-1, keepdims=True),
     "restickify_kernels": lambda t: t["x"],
     "cat_kernels": lambda t: np.concatenate([t["past"], t["new"]], 1),
+    "bmm_kernels": lambda t: t["x"] @ t["w"],
 }
-SCALE = {"mlp_gelu_kernels": {"x": 0.05, "w": 0.05}}  # keeps the products in fp16's range
+SCALE = {"mlp_gelu_kernels": {"x": 0.05, "w": 0.05}, "bmm_kernels": {"x": 0.05}}  # keeps the products in fp16's range
 
 
 def test_every_example_kernel_program_has_a_reference():

@@ -159,3 +159,26 @@ def test_batch_outer_layouts_give_numpys_values(tmp_path, outer, x, m, k, n):
     result = run(load(path, machine), machine, functional=True)
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=3e-1)
+
+
+def test_a_scattered_c_is_double_buffered(tmp_path):
+    """2 batches of (16 x 128) @ (128 x 192) on one core: three tiles, an output stick each, of 16 rows x 2 batches
+    (32 sticks). C's default layout holds a PT pass's rows apart (rows outermost), so each store is 32 one-stick
+    pieces; C alternates between two LX buffers 4,096 B apart, and a tile's first passes wait for the stores of the
+    tile two before (none for the second tile), not of the one before."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 2, 16, 128, 192)
+    program = load(path, machine)
+    assert _load_pieces(program.units, "store") == [1] * 96
+    stores = [i for i in program.units.instructions() if i.op == "store"]
+    tiles = [stores[0:2], stores[2:4], stores[4:6]]  # each tile's 32 pieces: two strided descriptors
+    assert [t[0].args["lx"] - tiles[0][0].args["lx"] for t in tiles] == [0, 4096, 0]
+    first = {u: [i for i in program.units.instructions() if i.op == "matmul" and i.unit == u] for u in ("pt0", "pt1")}
+    for u, passes in first.items():
+        waits = [set(p.wait) for p in passes]
+        assert not any(s in w for s in tiles[0][-1].signal for w in waits[:2])
+        assert any(s in waits[2] for s in tiles[0][-1].signal), u
+        assert not any(s in waits[2] for s in tiles[1][-1].signal), u
+    result = run(program, machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernel_program import TensorLayout, dim_map
-from .placement import Runs, grid_sticks, rows_as_one_runs, rows_as_runs
+from .placement import Runs, grid_sticks, grouped_runs, rows_as_one_runs
 
 Lines = list[tuple[Runs, int]]  # runs of device sticks, each list to its LX offset in sticks
 
@@ -76,8 +76,14 @@ def lx_order(layout: TensorLayout, dims: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def lines(ids: np.ndarray, strides: tuple[int, ...]) -> Lines:
-    """A tile's stick ids (an axis per dim, in LX order) as lines of its innermost dim, each the runs of its sticks
-    and its LX offset in sticks (``strides`` per dim). Lines that follow one another in LX load in one call, whose
-    touching runs are one piece (``streams.patterns``)."""
-    offsets = np.indices(ids.shape[:-1]).reshape(ids.ndim - 1, -1).T @ np.array(strides[:-1], np.int64)
-    return list(zip(rows_as_runs(ids.reshape(-1, ids.shape[-1])), offsets.tolist(), strict=True))
+    """A tile's stick ids (an axis per dim, in LX order; ``strides`` per dim, the innermost 1) as lists of runs,
+    each with its LX offset in sticks: one list per stretch of LX that the inner dims fill without a gap, its runs
+    broken at every line of the innermost dim (a load's pieces are whole runs of one line: ``streams.patterns``
+    joins those that touch)."""
+    j, span = ids.ndim - 1, ids.shape[-1]
+    while j > 0 and strides[j - 1] == span:
+        j -= 1
+        span *= ids.shape[j]
+    outer = ids.shape[:j]
+    offsets = (np.indices(outer).reshape(j, -1).T @ np.array(strides[:j], np.int64)).tolist() if j else [0]
+    return list(zip(grouped_runs(ids.reshape(-1, ids.shape[-1]), len(offsets)), offsets, strict=True))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from spyre_emu.config import load_machine
+from spyre_emu.lowering.operands import lines
 from spyre_emu.pipeline import load, run
 
 
@@ -182,3 +183,14 @@ def test_a_scattered_c_is_double_buffered(tmp_path):
     result = run(program, machine, functional=True)
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+def test_lines_join_what_lx_holds_without_a_gap():
+    """operands.lines: ids [2 batches][3 K sticks][2 rows] at LX strides (6, 2, 1) fill LX without a gap: one list
+    at offset 0, its runs broken at every row pair (ids 0-1 and 2-3 touch but are two lines); with a batch stride
+    of 8 (a gap) one list per batch, at 0 and 8; with a K stride of 3 one list per line."""
+    ids = np.arange(12).reshape(2, 3, 2)
+    pairs = [[(i, 2)] for i in range(0, 12, 2)]
+    assert lines(ids, (6, 2, 1)) == [(sum(pairs, []), 0)]
+    assert lines(ids, (8, 2, 1)) == [(sum(pairs[:3], []), 0), (sum(pairs[3:], []), 8)]
+    assert lines(ids, (9, 3, 1)) == [(p, o) for p, o in zip(pairs, [0, 3, 6, 9, 12, 15], strict=True)]

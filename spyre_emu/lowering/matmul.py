@@ -119,7 +119,8 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
     ``sharing``: the members of the A and B cohorts that load a share of each chunk. ``kept``, for the
     operand the plan keeps in LX: whether this chunk loads it, the chunk whose passes its loads wait for
     (the last that read the previous one there), and whether this chunk's passes are its last readers.
-    ``at``: the operands in LX in their own places, and the tile's A and C addresses there."""
+    ``at``: the operands in LX in their own places, and the tile's A and C addresses there; ``c_lx``: the
+    tile's C buffer."""
     rows, groups, nb = piece.m[1], piece.g[1], len(ops.batches)
     a_lx, b_lx = plan.buffers(n, ks[0] - piece.k[0])
     passes = _passes(ops.memo, plan, (nb, groups, rows), (a_lx, b_lx, c_lx), ks, ks[0] > piece.k[0], at)
@@ -151,8 +152,8 @@ def _chunk(core: CoreStreams, ops: Operands, piece: Piece, plan: Plan, n: int, k
 
 def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, int], ks: tuple[int, int],
             accumulate: bool, at: tuple[InPlace, np.ndarray | None, np.ndarray | None]) -> dict[str, list[Item]]:
-    """Per PT unit, the matmul instructions of a chunk of a (batches, column groups, rows) ``tile`` with A and
-    B at ``lx``: the same for every chunk of that shape, K length and buffer set, so made once per kernel
+    """Per PT unit, the matmul instructions of a chunk of a (batches, column groups, rows) ``tile`` with A, B
+    and C at ``lx``: the same for every chunk of that shape, K length and buffer set, so made once per kernel
     in ``memo`` (shared: callers copy them). ``at``: A's and C's own LX places when they are LX tensors
     (``in_place.py``; then per tile, not memoized)."""
     place, a_at, c_at = at

@@ -9,6 +9,7 @@ import pytest
 from spyre_emu.config import load_machine
 from spyre_emu.lowering.operands import lines
 from spyre_emu.pipeline import load, run
+from tests.reference.test_differential import assert_agree
 
 
 def _bmm(tmp_path, x, m, k, n, outer=""):
@@ -194,3 +195,12 @@ def test_lines_join_what_lx_holds_without_a_gap():
     assert lines(ids, (6, 2, 1)) == [(sum(pairs, []), 0)]
     assert lines(ids, (8, 2, 1)) == [(sum(pairs[:3], []), 0), (sum(pairs[3:], []), 8)]
     assert lines(ids, (9, 3, 1)) == [(p, o) for p, o in zip(pairs, [0, 3, 6, 9, 12, 15], strict=True)]
+
+
+@pytest.mark.parametrize("outer", ["", "AB", "ABC"])
+def test_the_reference_times_the_new_orders_as_the_engine_does(tmp_path, outer):
+    """The simpy reference and the engine agree cycle for cycle on the orders above: rows outermost with a second C
+    buffer (default layouts: 3 tiles of one output stick), and batch-outer operands tiled as 2-D."""
+    machine = load_machine()
+    path, _, _ = _bmm(tmp_path, 2, 16, 128, 192, outer)
+    assert_agree(load(path, machine).units, machine)

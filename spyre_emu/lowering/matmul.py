@@ -55,7 +55,7 @@ from .spans import check_boxes
 from .split_k import SplitK, reduce_tile
 from .streams import CoreStreams, Emit, Item
 from .target import Target
-from .tiling import Plan, batch_block, column_block, stationary, tile_chunk
+from .tiling import Plan, batch_block, column_block, least_chunk, stationary, tile_chunk
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
@@ -313,21 +313,21 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     whole = block == groups  # batches are blocked only when the tile's columns fit at once
     batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
     if interleaved and split == 1 and owned > most["mb"] and tile_chunk(
-            most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= min(8, most["in"]):
+            most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= least_chunk(most["in"]):
         keep = "B"  # rows in blocks: the block's output stick of B stays in LX across them
-    fits = tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
-    c_tiles, tile = 1, most["mb"] * block * batches
+    tile = most["mb"] * block * batches
+    scatters = lx_order(c, ("batch", "rows", "groups")[not batched:])[-1] != "rows"
     tiles = -(-owned // most["mb"]) * -(-most["out"] // block) * -(-most["x"] // batches)
-    if split == 1 and tiles > 1 and lx_order(c, ("batch", "rows", "groups")[not batched:])[-1] != "rows":
+    c_tiles, fits = 1, tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
+    if split == 1 and tiles > 1 and scatters:
         # a PT pass writes a column group of rows, which C's layout holds apart: its store is a scatter of short
         # pieces, so the next tile computes into a second C buffer meanwhile, if chunks of 8 K sticks still fit
-        fits2 = tile_chunk(most["in"], most["mb"], block, lx_sticks - tile, split, batches, keep)
-        c_tiles, fits = (2, fits2) if fits2 >= min(8, most["in"]) else (1, fits)
+        beside = tile_chunk(most["in"], most["mb"], block, lx_sticks - tile, split, batches, keep)
+        c_tiles, fits = (2, beside) if beside >= least_chunk(most["in"]) else (c_tiles, fits)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
                 most["in"], a_order, b_order, c_tiles)
     if split > 1:
-        tile = most["mb"] * block * batches
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])

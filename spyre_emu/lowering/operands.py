@@ -3,12 +3,13 @@ batches, rows, column groups and K sticks, looked up once per kernel."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..kernel_program import TensorLayout, dim_map
-from .placement import Runs, grid_sticks, grouped_runs, rows_as_one_runs
+from .placement import Runs, grid_sticks, rows_as_one_runs, rows_as_runs
 
 Lines = list[tuple[Runs, int]]  # runs of device sticks, each list to its LX offset in sticks
 
@@ -86,4 +87,5 @@ def lines(ids: np.ndarray, strides: tuple[int, ...]) -> Lines:
         span *= ids.shape[j]
     outer = ids.shape[:j]
     offsets = (np.indices(outer).reshape(j, -1).T @ np.array(strides[:j], np.int64)).tolist() if j else [0]
-    return list(zip(grouped_runs(ids.reshape(-1, ids.shape[-1]), len(offsets)), offsets, strict=True))
+    per = math.prod(ids.shape[j:-1])  # innermost lines in each list
+    return list(zip(rows_as_runs(ids.reshape(-1, ids.shape[-1]), per), offsets, strict=True))

@@ -154,9 +154,12 @@ def cut_runs(runs: Runs, lo: int, hi: int) -> Runs:
     return list(zip(start[heads].tolist(), np.add.reduceat(size, heads).tolist(), strict=True))
 
 
-def rows_as_runs(ids: np.ndarray) -> list[Runs]:
-    """``as_runs`` of each row of a 2-D array, worked out for all rows at once."""
+def rows_as_runs(ids: np.ndarray, per: int = 1) -> list[Runs]:
+    """``as_runs`` of each row of a 2-D array, worked out for all rows at once; with ``per`` > 1, one list for each
+    stretch of that many rows, its runs still broken at every row."""
     starts, counts, per_row = _row_runs(ids)
+    if per > 1:
+        per_row = per_row.reshape(-1, per).sum(1)
     bounds = np.concatenate([[0], np.cumsum(per_row)]).tolist()
     return [list(zip(starts[lo:hi], counts[lo:hi], strict=True)) for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
@@ -165,14 +168,6 @@ def rows_as_one_runs(ids: np.ndarray) -> Runs:
     """``rows_as_runs`` of a 2-D array, its rows' runs one after another in one list."""
     starts, counts, _ = _row_runs(ids)
     return list(zip(starts, counts, strict=True))
-
-
-def grouped_runs(ids: np.ndarray, groups: int) -> list[Runs]:
-    """``rows_as_one_runs`` of each of ``groups`` equal stretches of a 2-D array's rows: runs broken at every row,
-    one list per stretch, worked out for all rows at once."""
-    starts, counts, per_row = _row_runs(ids)
-    bounds = np.concatenate([[0], np.cumsum(per_row.reshape(groups, -1).sum(1))]).tolist()
-    return [list(zip(starts[lo:hi], counts[lo:hi], strict=True)) for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
 
 def _row_runs(ids: np.ndarray) -> tuple[list[int], list[int], np.ndarray]:

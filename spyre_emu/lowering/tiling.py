@@ -117,11 +117,16 @@ def tile_chunk(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int
     return min(k_sticks, free // per_stick)
 
 
+def least_chunk(k_sticks: int) -> int:
+    """The fewest K sticks a chunk may hold when a plan trades chunk length for LX: 8, or all a core has."""
+    return min(8, k_sticks)
+
+
 def column_block(k_sticks: int, rows: int, groups: int, lx_sticks: int, split: int = 1, batches: int = 1,
                  keep: str = "") -> int:
     """Column groups a core computes at a time: all of them if a K chunk of 8 sticks still fits."""
     fits = [g for g in range(1, groups + 1)
-            if tile_chunk(k_sticks, rows, g, lx_sticks, split, batches, keep) >= min(8, k_sticks)]
+            if tile_chunk(k_sticks, rows, g, lx_sticks, split, batches, keep) >= least_chunk(k_sticks)]
     return fits[-1] if fits else 0
 
 

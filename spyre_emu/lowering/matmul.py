@@ -55,7 +55,7 @@ from .spans import check_boxes
 from .split_k import SplitK, reduce_tile
 from .streams import CoreStreams, Emit, Item
 from .target import Target
-from .tiling import Plan, batch_block, column_block, least_chunk, stationary, tile_chunk
+from .tiling import Plan, batch_block, column_block, least_chunk, rows_for_batches, stationary, tile_chunk
 
 
 def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[str, str, str],
@@ -312,6 +312,11 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
                            where + ".work_division")
     whole = block == groups  # batches are blocked only when the tile's columns fit at once
     batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
+    if interleaved and not all_rows and batches < most["x"] and (rows := rows_for_batches(
+            most["in"], most["mb"], most["x"], lx_sticks, split, machine.pt.rows_per_pass)):
+        # the rows are in blocks anyway: smaller ones that hold all the core's batches keep DMA runs whole, where
+        # a block of some of the batches the layout interleaves moves runs of its batch count
+        most["mb"], batches = rows, most["x"]
     if interleaved and split == 1 and owned > most["mb"] and tile_chunk(
             most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= least_chunk(most["in"]):
         keep = "B"  # rows in blocks: the block's output stick of B stays in LX across them

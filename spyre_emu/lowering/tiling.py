@@ -10,7 +10,8 @@ fits beside the other's two chunk buffers and the C tile: A across a row block's
 plan takes whichever loads the fewest sticks into the core's LX (ties: streaming both, then A, then B).
 Under split K a core streams both, as silicon's K splits do. A batched core's tile is one output stick of
 a block of batches (matmul.py): silicon reads a block's A again per output stick (docs/decisions/fidelity.md);
-B it keeps across row blocks when it fits, else it streams both.
+B it keeps across row blocks when it fits, else it streams both. Its row blocks, when it has them, are sized to
+hold all its batches where 8 rows do (``rows_for_batches``).
 """
 
 from __future__ import annotations
@@ -135,6 +136,13 @@ def batch_block(k_sticks: int, rows: int, groups: int, batches: int, lx_sticks: 
     a K chunk of 8 sticks fit (at least one)."""
     fits = [b for b in range(1, batches + 1) if column_block(k_sticks, rows, groups, lx_sticks, split, b) == groups]
     return fits[-1] if fits else 1
+
+
+def rows_for_batches(k_sticks: int, rows: int, batches: int, lx_sticks: int, split: int, step: int) -> int:
+    """The most rows (a multiple of ``step``, at most ``rows``) of a tile that holds all ``batches`` of a core
+    with one output stick and a K chunk of 8 sticks; 0 if not even ``step`` rows do."""
+    return next((r for r in range(rows - rows % step, 0, -step)
+                 if batch_block(k_sticks, r, 1, batches, lx_sticks, split) == batches), 0)
 
 
 def stationary(k_sticks: int, rows: tuple[int, int], groups: int, lx_sticks: int, split: int) -> tuple[str, int]:

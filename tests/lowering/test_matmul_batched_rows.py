@@ -89,6 +89,18 @@ def test_batched_rows_that_do_not_fit_fall_back_to_row_blocks(tmp_path):
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
 
 
+def test_row_blocks_hold_all_a_cores_batches(tmp_path):
+    """4 batches of (1,024 x 2,048) @ (2,048 x 64) on one core. Its 1,024 rows are done in blocks; blocks of 128
+    rows hold 3 of the 4 batches (C 512 + 2 x (512 + 256) x 8 = 12,800 > 12,697), and a block of some of the
+    batches the default layout interleaves moves a piece per row and K stick of its batch count (A: 1,024 rows x
+    32 K sticks x a piece of 3 and one of 1, 65,536 pieces). Blocks of 120 rows hold all 4 (480 + 2 x (480 + 256)
+    x 8 = 12,256): A is 1,024 rows x 4 chunks of 8 K sticks, each row's chunk of every batch one piece of 32 sticks,
+    and B a run of 512 K rows x 4 batches a chunk, read per row block: 9 x 4 pieces of 2,048 sticks."""
+    machine = load_machine()
+    path, _, _ = _bmm(tmp_path, 4, 1024, 2048, 64)
+    assert sorted(_load_pieces(load(path, machine).units)) == [32] * 4096 + [2048] * 36
+
+
 @pytest.mark.parametrize(("m", "k", "n", "a_reads", "b_reads"), [(8192, 64, 64, 1, 1), (512, 128, 4096, 2, 1)])
 def test_one_batch_is_tiled_as_a_2d_matmul(tmp_path, m, k, n, a_reads, b_reads):
     """A batch of one has no blocks of batches to size, so it is tiled as a 2-D matmul (tiling.stationary):
@@ -118,15 +130,16 @@ def test_a_block_of_every_batch_loads_its_rows_as_one_piece(tmp_path):
     np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
 
 
-@pytest.mark.parametrize(("x", "m", "k", "n"), [(3, 200, 1024, 128), (4, 700, 1500, 130), (1, 300, 640, 1000),
-                                                (1, 40, 3000, 2048)])
+@pytest.mark.parametrize(("x", "m", "k", "n"), [(3, 200, 1024, 128), (4, 700, 1500, 130), (11, 700, 1500, 65),
+                                                (1, 300, 640, 1000), (1, 40, 3000, 2048)])
 def test_rows_outer_tiles_of_several_chunks_give_numpys_values(tmp_path, x, m, k, n):
     """A and B sit in LX rows outermost, a PT pass reading them at those strides: blocks of 2 and 1 of 3 batches,
-    16 K sticks in chunks of 11 and 5; blocks of 3 and 1 of 4 batches in row blocks of 128 (the last 60), each
-    output stick's B (24 K sticks, the last padded) kept across them while A streams in chunks of 10, 10 and 4, the
-    last output stick 2 columns wide; one batch (tiled as 2-D) in column blocks of 13 output sticks with B kept
-    across row blocks of 128, 128 and 44; and with A kept across column blocks of 10, its 47 K sticks (the last
-    padded) in chunks of 8 at their offsets in its row."""
+    16 K sticks in chunks of 11 and 5; all 4 batches in row blocks of 120 (the last 100), 24 K sticks (the last
+    padded) in chunks of 8, the last output stick 2 columns wide; 11 batches, which not even 8 rows hold at once,
+    in blocks of 3, 3, 3 and 2 in row blocks of 128 (the last 60), each output stick's B kept across them while A
+    streams in chunks of 9, 9 and 6 beside two C buffers, the last output stick 1 column wide; one batch (tiled as
+    2-D) in column blocks of 13 output sticks with B kept across row blocks of 128, 128 and 44; and with A kept
+    across column blocks of 10, its 47 K sticks (the last padded) in chunks of 8 at their offsets in its row."""
     machine = load_machine()
     path, a, b = _bmm(tmp_path, x, m, k, n)
     result = run(load(path, machine), machine, functional=True)

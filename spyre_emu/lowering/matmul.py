@@ -312,10 +312,11 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
                            where + ".work_division")
     whole = block == groups  # batches are blocked only when the tile's columns fit at once
     batches = batch_block(most["in"], most["mb"], groups, most["x"], lx_sticks, split) if whole else 1
-    if interleaved and not all_rows and batches < most["x"] and (rows := rows_for_batches(
-            most["in"], most["mb"], most["x"], lx_sticks, split, machine.pt.rows_per_pass)):
-        # the rows are in blocks anyway: smaller ones that hold all the core's batches keep DMA runs whole, where
-        # a block of some of the batches the layout interleaves moves runs of its batch count
+    # a block of some of the batches the layout interleaves moves runs of its batch count; rows are cut instead, into
+    # blocks holding all the core's batches, where they are cut anyway or where the core has every batch (a row's K
+    # chunk of all of them is then one run, not one a batch)
+    if interleaved and batches < most["x"] and (not all_rows or most["x"] == a.shape[0]) and (
+            rows := rows_for_batches(most["in"], most["mb"], most["x"], lx_sticks, split, machine.pt.rows_per_pass)):
         most["mb"], batches = rows, most["x"]
     if interleaved and split == 1 and owned > most["mb"] and tile_chunk(
             most["in"], most["mb"], 1, lx_sticks, 1, batches, "B") >= least_chunk(most["in"]):

@@ -10,8 +10,8 @@ fits beside the other's two chunk buffers and the C tile: A across a row block's
 plan takes whichever loads the fewest sticks into the core's LX (ties: streaming both, then A, then B).
 Under split K a core streams both, as silicon's K splits do. A batched core's tile is one output stick of
 a block of batches (matmul.py): silicon reads a block's A again per output stick (docs/decisions/fidelity.md);
-B it keeps across row blocks when it fits, else it streams both. Its row blocks, when it has them, are sized to
-hold all its batches where 8 rows do (``rows_for_batches``).
+B it keeps across row blocks when it fits, else it streams both. Row blocks that must be cut anyway, or those of a
+core holding every batch, are sized to hold all its batches where 8 rows do (``rows_for_batches``).
 """
 
 from __future__ import annotations

@@ -12,15 +12,16 @@ from spyre_emu.pipeline import load, run
 from tests.reference.test_differential import assert_agree
 
 
-def _bmm(tmp_path, x, m, k, n, outer=""):
-    """A batched matmul on one core; ``outer`` names the operands laid out batch-outer (dim_order [1, 0, 2])."""
+def _bmm(tmp_path, x, m, k, n, outer="", split_x=1):
+    """A batched matmul on one core (``split_x`` cores along the batch); ``outer`` names the operands laid out
+    batch-outer (dim_order [1, 0, 2])."""
     tensors = {"A": {"shape": [x, m, k], "dtype": "fp16", "role": "input", "data": "A.npy"},
                "B": {"shape": [x, k, n], "dtype": "fp16", "role": "input", "data": "B.npy"},
                "C": {"shape": [x, m, n], "dtype": "fp16", "role": "output"}}
     for name in outer:
         tensors[name]["layout"] = {"dim_order": [1, 0, 2]}
     kernel = {"op": "batchmatmul", "inputs": ["A", "B"], "outputs": ["C"], "dims": {"x": x, "mb": m, "out": n, "in": k},
-              "work_division": {"x": 1, "mb": 1}}
+              "work_division": {"x": split_x, "mb": 1}}
     path = tmp_path / "bmm.json"
     path.write_text(json.dumps({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                                 "kernels": [kernel]}))
@@ -49,13 +50,30 @@ def test_batched_core_reads_b_once_for_256_rows(tmp_path):
 
 
 def test_512_rows_leave_room_for_one_batch_per_block(tmp_path):
-    """2 batches of (512 x 512) @ (512 x 64) on one core. All 512 rows: a batch needs C 512 + 2 x (512 + 64) x 8
-    = 9,728 sticks (10,240), two batches 20,480 > 12,697, so a block is one batch and every A and B piece is one
-    stick: A 2 x 512 rows x 8 K sticks = 8,192 pieces, B 2 x 512 K rows = 1,024. (Row blocks of 128 would give
-    blocks of both batches: 4,096 A pieces of 2 sticks and 4 x 512 B pieces of 2.)"""
+    """4 batches of (512 x 512) @ (512 x 64) on 2 cores, 2 batches each. All 512 rows: a batch needs C 512 + 2 x
+    (512 + 64) x 8 = 9,728 sticks, two batches 20,480 > 12,697, so a block is one batch and every A and B piece is
+    one stick: a core's A 2 x 512 rows x 8 K sticks = 8,192 pieces, B 2 x 512 K rows = 1,024. (Row blocks holding
+    both batches would give 512 A pieces of 2 sticks per K stick and B pieces of 2: runs a core's 2 of 4 batches
+    keep short either way.)"""
     machine = load_machine()
-    path, _, _ = _bmm(tmp_path, 2, 512, 512, 64)
-    assert _load_pieces(load(path, machine).units) == [1] * (8192 + 1024)
+    path, _, _ = _bmm(tmp_path, 4, 512, 512, 64, split_x=2)
+    assert _load_pieces(load(path, machine).units) == [1] * 2 * (8192 + 1024)
+
+
+def test_a_core_with_every_batch_cuts_rows_not_batches(tmp_path):
+    """2 batches of (512 x 512) @ (512 x 64) on one core, which holds both. A block of one batch at all 512 rows
+    (above) would move 9,216 one-stick pieces; blocks of rows that hold both batches make each row's K chunk of
+    both one run. The most rows that fit: 2r + 2 x (2r + 128) x 8 <= 12,697, r = 312 (blocks of 312 and 200). A
+    row's 8 K sticks of both batches are 16 sticks and the next row follows, so each block of A is one run (4,992
+    and 3,200 sticks); B's 512 K rows x 2 batches (1,024 sticks) stay in LX across the two blocks (624 + 1,024 +
+    2 x 624 x 8 <= 12,697): 3 pieces, where one-batch blocks moved 9,216."""
+    machine = load_machine()
+    path, a, b = _bmm(tmp_path, 2, 512, 512, 64)
+    program = load(path, machine)
+    assert sorted(_load_pieces(program.units)) == [1024, 3200, 4992]
+    result = run(program, machine, functional=True)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=3e-1)
 
 
 @pytest.mark.parametrize("rows", [256, 512])

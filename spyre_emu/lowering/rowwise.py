@@ -151,8 +151,11 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
     params = tensors[1:-1] if kernel.op != "layernormscale" else []
     n, lanes = x.shape[-1], elems_per_stick(x.dtype)
     want_y = x.shape if PER_ROW_OUT[kernel.op] else (*x.shape[:-1], 1)
-    ok = y.shape == want_y and all(t.layout == default_layout(t.layout.shape, x.dtype) for t in tensors) and all(
-        t.layout.shape[-1] == n and set(t.layout.shape[:-1]) <= {1} for t in params)
+    orders = ((0, 1, 2), (1, 0, 2)) if len(x.shape) == 3 and PER_ROW_OUT[kernel.op] else (None,)  # batch in or out
+    ok = y.shape == want_y and any(x == default_layout(x.shape, x.dtype, o) and y == default_layout(y.shape, x.dtype, o)
+                                   for o in orders) and all(
+        t.layout == default_layout(t.layout.shape, x.dtype) and t.layout.shape[-1] == n
+        and set(t.layout.shape[:-1]) <= {1} for t in params)
     if not ok:
         raise ProgramError(f"{kernel.op} takes x ([..., N]) and per-column weight/bias ([N]), all {x.dtype} in the "
                            f"default layout, and gives {'x.shape' if PER_ROW_OUT[kernel.op] else '[..., 1]'}; got "

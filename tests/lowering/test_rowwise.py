@@ -22,7 +22,7 @@ def _reference(op, x, w, b, eps):
     return (x - x.mean(-1, keepdims=True)) / np.sqrt(var + eps) * w + b
 
 
-def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5, dtype="fp16"):
+def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5, dtype="fp16", dim_order=None):
     n, host = shape[-1], np.float32 if dtype == "fp32" else np.float16
     rng = np.random.default_rng(4)
     arrays = {"x": rng.standard_normal(shape).astype(host),
@@ -31,6 +31,9 @@ def _program(tmp_path, op, shape, slices, space="dram", eps=1e-5, dtype="fp16"):
     y_shape = [*shape[:-1], 1] if op == "layernormscale" else list(shape)
     tensors = {"x": {"shape": list(shape), "dtype": dtype, "role": "input", "data": "x.npy"},
                "y": {"shape": y_shape, "dtype": dtype, "role": "output"}}
+    if dim_order is not None:
+        for t in ("x", "y"):
+            tensors[t]["layout"] = {"dim_order": list(dim_order)}
     tensors |= {p: {"shape": [n], "dtype": dtype, "role": "constant", "data": f"{p}.npy"} for p in params}
     kernels = [{"op": op, "inputs": ["x", *params], "outputs": ["y"], "dims": {f"d{i}": s for i, s in enumerate(shape)},
                 "work_division": {f"d{i}": s for i, s in enumerate(slices)}}]
@@ -139,3 +142,38 @@ def test_safe_softmax_costs_two_sfu_ops_per_pass(tmp_path, spyre):
         return sum(ins.unit.startswith("sfu") for ins in units.instructions())
     chunks_times_corelets = 2 * 2  # 2 cores, each one chunk of 8 rows on both corelets
     assert sfu_ops(True) - sfu_ops(False) == 2 * chunks_times_corelets
+
+
+@pytest.mark.parametrize("op", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize(("shape", "slices", "space"), [((3, 5, 100), (3, 1, 1), "dram"),
+                                                        ((4, 40, 130), (2, 4, 1), "lx")])
+def test_batch_outer_rows_match_numpy(tmp_path, spyre, op, shape, slices, space):
+    """x and y laid out batch-outer (dim_order [1, 0, 2], each batch a 2-D block, as an attention tile's scores
+    can be): the rows are found through the layout, the values are numpy's."""
+    path, a = _program(tmp_path, op, shape, slices, space=space, dim_order=(1, 0, 2))
+    got = run(load(path, spyre), spyre, functional=True).outputs["y"].astype(np.float32)
+    want = _reference(op, a["x"], a["w"].astype(np.float32), a["b"].astype(np.float32), 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(("dim_order", "pieces"), [((0, 1, 2), [1] * 128), ((1, 0, 2), [32] * 4)])
+def test_a_core_reads_its_batch_as_the_layout_holds_it(tmp_path, spyre, dim_order, pieces):
+    """Softmax of (4, 64, 256) on 8 cores, a core's share one batch's 32 rows of 4 sticks. The default layout holds a
+    row's stick of every batch side by side (rows, column stick, batch): the core loads 128 one-stick pieces.
+    Batch-outer holds a batch's column stick of every row in a run: 4 pieces of 32 sticks."""
+    path, _ = _program(tmp_path, "softmax", (4, 64, 256), (4, 2, 1), dim_order=dim_order)
+    loads = [i for i in load(path, spyre).units.instructions() if i.op == "load" and i.core == 0
+             and i.args["bytes"] > 128 * 8]  # x's, not the constants'
+    got = [i.args.get("piece", i.args["bytes"]) // 128 for i in loads
+           for _ in range(i.args["bytes"] // i.args.get("piece", i.args["bytes"]))]
+    assert got == pieces
+
+
+def test_a_batch_outer_x_needs_a_batch_outer_y(tmp_path, spyre):
+    path, _ = _program(tmp_path, "softmax", (3, 5, 100), (3, 1, 1), dim_order=(1, 0, 2))
+    data = json.loads(path.read_text())
+    del data["tensors"]["y"]["layout"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProgramError, match=r"softmax takes x"):
+        load(path, spyre)
+

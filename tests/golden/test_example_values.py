@@ -34,8 +34,10 @@ REFERENCE = {
     "restickify_kernels": lambda t: t["x"],
     "cat_kernels": lambda t: np.concatenate([t["past"], t["new"]], 1),
     "bmm_kernels": lambda t: t["x"] @ t["w"],
+    "attention_tile_kernels": lambda t: _softmax(t["q"] @ t["kt"] + t["mask"]) @ t["v"],
 }
-SCALE = {"mlp_gelu_kernels": {"x": 0.05, "w": 0.05}, "bmm_kernels": {"x": 0.05}}  # keeps the products in fp16's range
+SCALE = {"mlp_gelu_kernels": {"x": 0.05, "w": 0.05}, "bmm_kernels": {"x": 0.05},  # keeps the products in fp16's range
+         "attention_tile_kernels": {"q": 0.1}}
 
 
 def test_every_example_kernel_program_has_a_reference():

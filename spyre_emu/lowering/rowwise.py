@@ -152,8 +152,9 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
     n, lanes = x.shape[-1], elems_per_stick(x.dtype)
     want_y = x.shape if PER_ROW_OUT[kernel.op] else (*x.shape[:-1], 1)
     orders = ((0, 1, 2), (1, 0, 2)) if len(x.shape) == 3 and PER_ROW_OUT[kernel.op] else (None,)  # batch in or out
-    ok = y.shape == want_y and any(x == default_layout(x.shape, x.dtype, o) and y == default_layout(y.shape, x.dtype, o)
-                                   for o in orders) and all(
+    order = next((o for o in orders if x == default_layout(x.shape, x.dtype, o)
+                  and y == default_layout(y.shape, x.dtype, o)), False)
+    ok = y.shape == want_y and order is not False and all(
         t.layout == default_layout(t.layout.shape, x.dtype) and t.layout.shape[-1] == n
         and set(t.layout.shape[:-1]) <= {1} for t in params)
     if not ok:
@@ -168,7 +169,7 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
         raise ProgramError("row-wise kernels keep each row on one core: the last dim's slices must be 1", src,
                            f"{where}.work_division.{list(kernel.dims)[-1]}")
     check_division(x, division(kernel), src, where + ".work_division")
-    row_layout = default_layout((*x.shape[:-1], 1), x.dtype)
+    row_layout = default_layout((*x.shape[:-1], 1), x.dtype, order)  # a core's rows in the order x holds them
     host, valid = stick_hosts(row_layout)
     owner = owner_of(row_layout, host, division(kernel))
     k = -(-n // lanes)

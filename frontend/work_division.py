@@ -169,7 +169,9 @@ def _tile_splits(graph: Graph, chain: list[Node], machine: Machine, cores: int, 
     """The splits (``_fitting``) of a tile of ``g`` heads and ``rows`` rows; for a group of fewer heads than the
     batch dim, only those giving each core whole rows of its heads, where ``matmul_cost`` ranks tilings as the
     simulator runs them. Split so that cores share a head's rows (and its Kᵀ, a multicast cohort), the fused chain's
-    Q·Kᵀ slows in a way the estimate does not see (why is not established): flash attention over 32 heads of 2,048
+    Q·Kᵀ slows in a way the estimate does not see: a core then holds few of the tile's heads, which the default
+    layout interleaves, so it moves one-stick pieces and reads Q again per output stick (docs/decisions/fidelity.md,
+    "Head-group attention tiles need the whole tile batch-outer"). Flash attention over 32 heads of 2,048
     took 81 cycles a head's row in tiles of all heads (no row shared), 77, 142 and 279 in groups of 16, 8 and 4 heads
     (rows shared by 2, 4 and 8 cores), which the estimate ranked the other way; the tilings took 10.8, 12.2, 16.7
     and 26.0 ms. Tiles of all heads keep every split, as before head groups."""

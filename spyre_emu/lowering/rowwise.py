@@ -31,6 +31,7 @@ from .target import Stepper, Target
 SCALE, MASK, ZERO, LOWEST_AT, EPS = (i * STICK_BYTES for i in range(5))  # constant sticks at LX 0
 CONSTANTS = 5
 PER_ROW_OUT = {"softmax": True, "layernorm": True, "rmsnorm": True, "layernormscale": False}
+BATCH_OUTER = (1, 0, 2)  # a 3-D x and y of the per-row ops may both be laid out so: each batch a 2-D layout
 
 
 @dataclass(frozen=True)
@@ -151,15 +152,16 @@ def plan_rowwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[
     params = tensors[1:-1] if kernel.op != "layernormscale" else []
     n, lanes = x.shape[-1], elems_per_stick(x.dtype)
     want_y = x.shape if PER_ROW_OUT[kernel.op] else (*x.shape[:-1], 1)
-    orders = ((0, 1, 2), (1, 0, 2)) if len(x.shape) == 3 and PER_ROW_OUT[kernel.op] else (None,)  # batch in or out
-    order = next((o for o in orders if x == default_layout(x.shape, x.dtype, o)
-                  and y == default_layout(y.shape, x.dtype, o)), False)
-    ok = y.shape == want_y and order is not False and all(
-        t.layout == default_layout(t.layout.shape, x.dtype) and t.layout.shape[-1] == n
-        and set(t.layout.shape[:-1]) <= {1} for t in params)
+    outer = len(x.shape) == 3 and PER_ROW_OUT[kernel.op] and x == default_layout(x.shape, x.dtype, BATCH_OUTER)
+    order = BATCH_OUTER if outer else None
+    laid_out = x == default_layout(x.shape, x.dtype, order) and y == default_layout(y.shape, x.dtype, order)
+    per_column = all(t.layout == default_layout(t.layout.shape, x.dtype) and t.layout.shape[-1] == n
+                     and set(t.layout.shape[:-1]) <= {1} for t in params)
+    ok = y.shape == want_y and laid_out and per_column
     if not ok:
         raise ProgramError(f"{kernel.op} takes x ([..., N]) and per-column weight/bias ([N]), all {x.dtype} in the "
-                           f"default layout, and gives {'x.shape' if PER_ROW_OUT[kernel.op] else '[..., 1]'}; got "
+                           f"default layout (a 3-D x and y may both be batch-outer, dim_order [1, 0, 2]), and gives "
+                           f"{'x.shape' if PER_ROW_OUT[kernel.op] else '[..., 1]'}; got "
                            f"{[list(t.layout.shape) for t in tensors]}", src, where + ".inputs")
     if list(kernel.dims.values()) != list(x.shape):
         raise ProgramError(f"dims {list(kernel.dims.values())} must equal the input shape {list(x.shape)}", src,

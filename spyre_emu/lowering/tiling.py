@@ -142,7 +142,7 @@ def rows_for_batches(k_sticks: int, rows: int, batches: int, lx_sticks: int, spl
     """The most rows (a multiple of ``step``, at most ``rows``) of a tile that holds all ``batches`` of a core
     with one output stick and a K chunk of 8 sticks; 0 if not even ``step`` rows do."""
     return next((r for r in range(rows - rows % step, 0, -step)
-                 if batch_block(k_sticks, r, 1, batches, lx_sticks, split) == batches), 0)
+                 if column_block(k_sticks, r, 1, lx_sticks, split, batches) == 1), 0)
 
 
 def stationary(k_sticks: int, rows: tuple[int, int], groups: int, lx_sticks: int, split: int) -> tuple[str, int]:

@@ -86,6 +86,7 @@ class PtArray:
     rows_per_pass: int
     cols_per_pass: int
     max_tile_rows: int   # rows of C a 2-D core computes at once; more are done in row blocks, B streamed for each
+    split_k_corelets: int  # corelets whose arrays run the passes of a core whose K is split over cores (1 or 2)
     fill_cycles: int
     drain_cycles: int
     lanes: dict[str, int]
@@ -93,6 +94,8 @@ class PtArray:
     def problems(self) -> Problems:
         bad = _positive(self, "pe_rows", "pe_cols", "rows_per_pass", "cols_per_pass", "max_tile_rows")
         bad += _non_negative(self, "fill_cycles", "drain_cycles")
+        if self.split_k_corelets not in (1, 2):
+            bad.append(("split_k_corelets", "must be 1 or 2 (a core has 2 corelets)"))
         bad += [(f"lanes.{d}", "must be a power of two") for d, n in self.lanes.items()
                 if not _pow2(n)]
         bad += [(f"lanes.{d}", f"unknown dtype; expected one of {sorted(DTYPE_BYTES)}")

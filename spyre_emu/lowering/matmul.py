@@ -7,7 +7,8 @@ batch outermost). A core owns an (M block, N block, K block) of the work per bat
 tile ``block`` column groups at a time (a tile), streaming its K range in chunks: per chunk, for
 each K stick, its rows of A and, per 64-column group, the chunk's rows of B, as runs of
 consecutive device sticks. Each pass multiplies up to 8 rows of the A tile by one column group
-and accumulates into C in LX; passes alternate between the two corelets' PT arrays.
+and accumulates into C in LX; passes alternate between the two corelets' PT arrays (a core whose K is split
+runs them on ``pt.split_k_corelets`` of them: one on Spyre, whose single PSUM corelet does the reduction).
 
 Cores that need the same operand sticks form a cohort (``cohorts.py``): each member loads its share
 of them with a multicast into every member's LX, so an operand crosses DRAM once per cohort. Every core
@@ -167,7 +168,8 @@ def _passes(memo: dict, plan: Plan, tile: tuple[int, int, int], lx: tuple[int, i
                  **({"c_row_stride": place.c_stride} if c_at is not None else {}), "k": plan.k_rows(ks),
                  "accumulate": accumulate}
         per_pass = plan.rows_per_pass
-        by_unit = _by_unit([(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)])
+        passes = [(j, g, r) for j in range(nb) for g in range(groups) for r in range(0, rows, per_pass)]
+        by_unit = {u: mine for i, u in enumerate(plan.pts) if (mine := passes[i::len(plan.pts)])}
         made = {unit: repeats(fixed, [
             (a_lx + (j * sa["batch"] + r * sa["rows"]) * STICK_BYTES if a_at is None else int(a_at[j, r]),
              b_lx + (j * sb["batch"] + g * sb["groups"]) * STICK_BYTES,
@@ -263,10 +265,6 @@ def _link(producer: Item, consumer: Item, token: str) -> None:
     consumer.setdefault("wait", []).append(token)
 
 
-def _by_unit(passes: list[tuple[int, int, int]]) -> dict[str, list[tuple[int, int, int]]]:
-    return {u: mine for u, mine in (("pt0", passes[0::2]), ("pt1", passes[1::2])) if mine}
-
-
 def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:
     """Check a matmul kernel and return each core's share of it."""
     src, where, machine, lx_sticks = target.program.source, kernel.path, target.machine, target.budget
@@ -334,7 +332,9 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
                 most["in"], a_order, b_order, c_tiles)
     if split > 1:
-        plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES))
+        # one corelet's array runs a K-split core's passes (IBM's unichain PSUM path; configs/spyre.toml)
+        plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES),
+                       pts=plan.pts[:machine.pt.split_k_corelets])
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])
     lx = {name: target.residents[name] for name in names if name in target.residents}

@@ -41,6 +41,7 @@ class Plan:
     a_order: tuple[str, ...] = ("k", "rows")  # A's dims in LX, outermost first: its layout's order (``lx_order``)
     b_order: tuple[str, ...] = ("groups", "k")  # B's: "batch", "k" (its K rows) and "groups"
     c_tiles: int = 1     # C buffers: with two, a tile's passes start while the one before is stored
+    pts: tuple[str, ...] = ("pt0", "pt1")  # the PT arrays that take the passes, in turn
 
     def c_at(self, t: int) -> int:
         """LX of tile ``t``'s C."""

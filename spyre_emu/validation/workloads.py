@@ -44,13 +44,16 @@ def tensor(shape: list[int], role: str) -> dict[str, Any]:
 def matmul_kernel(name: str, inputs: list[str], output: str, dims: tuple[int, int, int, int],
                   split: tuple[int, ...]) -> dict[str, Any]:
     """A ``batchmatmul`` kernel of (B, M, N, K), its dims in SuperDSC's order ([x,] mb, out, in, the first varying
-    fastest over the cores). A dim the split does not divide is cut as SuperDSC's steady-state and epilogue
-    slices are (the kernel's ``uneven``): a measured division ran on the card, so the simulator runs it too."""
+    fastest over the cores), but K first when it is split: torch-spyre's emitter (``core_id_k_fast_emission``, on
+    by default where the sweeps were measured) gives a K group's cores neighbouring ring positions. A dim the split
+    does not divide is cut as SuperDSC's steady-state and epilogue slices are (the kernel's ``uneven``): a measured
+    division ran on the card, so the simulator runs it too."""
     b, m, n, k = dims
     uneven = any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
+    order = ["in"] * (split[3] > 1) + ["x"] * (b > 1) + ["mb", "out"] + ["in"] * (split[3] == 1)
+    sizes, cuts = {"x": b, "mb": m, "out": n, "in": k}, dict(zip(("x", "mb", "out", "in"), split, strict=True))
     return {"name": name, "op": "batchmatmul", "inputs": inputs, "outputs": [output],
-            "dims": {**({"x": b} if b > 1 else {}), "mb": m, "out": n, "in": k},
-            "work_division": {**({"x": split[0]} if b > 1 else {}), "mb": split[1], "out": split[2], "in": split[3]},
+            "dims": {d: sizes[d] for d in order}, "work_division": {d: cuts[d] for d in order},
             **({"uneven": True} if uneven else {})}
 
 

@@ -50,3 +50,23 @@ def test_rows_that_do_not_divide_over_the_cores_are_cut_unequally(spyre):
                inputs={"x": x[:250]}).outputs["y"].astype(np.float32)
     e = np.exp(x[:250].astype(np.float32) - x[:250].astype(np.float32).max(axis=1, keepdims=True))
     np.testing.assert_allclose(tile, e / e.sum(axis=1, keepdims=True), atol=2e-3)
+
+
+@pytest.mark.parametrize(("shape", "split"), [((1, 64, 4096, 4096), (1, 2, 8, 2)), ((32, 512, 128, 512), (4, 1, 2, 4)),
+                                              ((1, 64, 4096, 4096), (1, 1, 1, 32))])
+def test_a_k_groups_cores_are_ring_neighbours(spyre, shape, split):
+    """The sweeps ran with torch-spyre's core_id_k_fast_emission: K varies fastest over the cores, so the k
+    members of a K group are cores g k .. g k + k - 1, and every reduction send goes to the next of them."""
+    k = split[3]
+    units = parse(matmul_program(*shape, split), spyre, "t").units
+    sends = [(core, ins.args["to_core"]) for (core, unit), items in units.streams.items() if unit == "send"
+             for ins in items]
+    assert len({core for core, _ in sends}) == 32
+    assert all(to == core // k * k + (core + 1) % k for core, to in sends)
+
+
+def test_without_a_k_split_the_batch_varies_fastest(spyre):
+    """SuperDSC's own order ([x,] mb, out, in, first fastest) where K is whole."""
+    kernel = matmul_program(32, 512, 128, 512, (4, 4, 2, 1))["kernels"][0]
+    assert list(kernel["dims"]) == list(kernel["work_division"]) == ["x", "mb", "out", "in"]
+    assert list(matmul_program(32, 512, 128, 512, (4, 2, 1, 4))["kernels"][0]["dims"]) == ["in", "x", "mb", "out"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spyre_emu.config import STICK_BYTES, load_machine
-from spyre_emu.errors import ProgramError
+from spyre_emu.errors import ConfigError, ProgramError
 from spyre_emu.lowering import matmul, split_k
 from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
 from spyre_emu.lowering.streams import halves
@@ -196,13 +196,15 @@ def test_batched_core_stores_c_one_stick_a_piece_and_reads_a_per_output_stick(tm
     assert {s.get("piece", s["bytes"]) for s in stores} == {STICK_BYTES}
 
 
-def test_split_k_adds_run_on_one_sfu(tmp_path, spyre, monkeypatch):
+def test_split_k_adds_run_on_one_sfu(tmp_path, monkeypatch):
     """64 x 128 @ 128 x 64 with K split over two cores: each core's C tile is 64 sticks, cut into two chunks of
     32; in the one reduction step each core adds the 32 sticks it receives into its own. Under the unichain
     PSUM path one corelet does that (docs/decisions/fidelity.md), so by hand the add is one instruction on
     sfu0 of 4 + 32 x 16 = 516 cycles (configs/spyre.toml: latency 4, 16 cycles a stick on one SFU), where
     the two halves on both SFUs took 4 + 16 x 16 = 260 each, side by side; nothing else moves, so the run is
-    516 - 260 = 256 cycles longer. The values are exact."""
+    516 - 260 = 256 cycles longer (the passes on both PT arrays, as before ``pt.split_k_corelets``). The
+    values are exact."""
+    spyre = load_machine(overrides=["pt.split_k_corelets=2"])
     path, want = _program(tmp_path, 64, 128, 64, 1, 1, sk=2)
     result = run(load(path, spyre), spyre, functional=True, cache=False)
     log = result.log
@@ -217,6 +219,38 @@ def test_split_k_adds_run_on_one_sfu(tmp_path, spyre, monkeypatch):
     monkeypatch.setattr(split_k, "_adder", halves)
     both = run(load(path, spyre), spyre, cache=False).log
     assert log.total_cycles - both.total_cycles == (4 + 32 * 16) - (4 + 16 * 16)
+
+
+def test_split_k_passes_run_on_one_corelet(tmp_path, spyre):
+    """The same K split: each core's 64 rows are 8 passes of 8 rows x one 64-column group x K = 64, each
+    8 (fill) + max(8 x 64 x 64 / 512 MACs, 64 x 64 x 2 / 128 B sticks) + 8 (drain) = 80 cycles
+    (engine/pack.py). With ``pt.split_k_corelets`` = 1 (configs/spyre.toml) all 8 run on pt0, back to back
+    (640 cycles), where two corelets ran 4 each side by side (320): each core's reduction send starts 320
+    cycles later. (The run's end also moves with where its stores meet DRAM refresh, so it is bounded, not
+    pinned.) The values are the same."""
+    path, want = _program(tmp_path, 64, 128, 64, 1, 1, sk=2)
+    one = run(load(path, spyre), spyre, functional=True, cache=False)
+    both_machine = load_machine(overrides=["pt.split_k_corelets=2"])
+    both = run(load(path, both_machine), both_machine, cache=False).log
+
+    def spans(log, op):
+        return {(ins.core, ins.unit): (log.start[i], log.end[i]) for i, ins in enumerate(log.instructions)
+                if ins.op == op}
+
+    passes, two = spans(one.log, "matmul"), spans(both, "matmul")
+    assert sorted(passes) == [(0, "pt0"), (1, "pt0")]
+    assert sorted(two) == [(c, u) for c in (0, 1) for u in ("pt0", "pt1")]
+    for core in (0, 1):
+        assert passes[core, "pt0"][1] - passes[core, "pt0"][0] == 8 * 80
+        assert two[core, "pt0"][1] - two[core, "pt0"][0] == two[core, "pt1"][1] - two[core, "pt1"][0] == 4 * 80
+        assert spans(one.log, "send")[core, "send"][0] - spans(both, "send")[core, "send"][0] == 4 * 80
+    assert one.log.total_cycles >= both.total_cycles + 4 * 80
+    np.testing.assert_allclose(one.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+
+
+def test_split_k_corelets_is_checked():
+    with pytest.raises(ConfigError, match="split_k_corelets.*must be 1 or 2"):
+        load_machine(overrides=["pt.split_k_corelets=3"])
 
 
 @pytest.mark.parametrize("split", [(1, 4, 8, 1), (1, 1, 2, 16), (4, 4, 2, 1)])

@@ -12,6 +12,7 @@ from spyre_emu.lowering.placement import as_runs, cut_runs, rows_as_runs
 from spyre_emu.lowering.streams import halves
 from spyre_emu.pipeline import load, parse, run
 from spyre_emu.validation.workloads import matmul_program
+from tests.reference.test_differential import assert_agree
 
 
 def _program(tmp_path, m, k, n, sm, sn, dims_order=("mb", "in", "out"), sk=1):
@@ -246,6 +247,7 @@ def test_split_k_passes_run_on_one_corelet(tmp_path, spyre):
         assert spans(one.log, "send")[core, "send"][0] - spans(both, "send")[core, "send"][0] == 4 * 80
     assert one.log.total_cycles >= both.total_cycles + 4 * 80
     np.testing.assert_allclose(one.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+    assert_agree(load(path, spyre).units, spyre)  # the simpy reference times the one-array passes alike
 
 
 def test_split_k_corelets_is_checked():

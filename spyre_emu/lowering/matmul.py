@@ -18,8 +18,9 @@ operand the plan keeps in LX (``tiling.py``: A across a row block's column block
 block's row blocks) is loaded in the first tile that needs it, into a place of its own, and loaded again
 only once every member's passes of the last tile that read it are done.
 With K split, the cores of a K group reduce their partial tiles over the ring (``split_k.py``)
-and each stores its piece; otherwise a core stores its tile once its last chunk is done, into a second C
-buffer meanwhile when the store scatters (C's layout holds a pass's rows apart) and LX has room.
+and each stores its piece; otherwise a core stores its tile once its last chunk is done. The next tile
+computes into a second C buffer meanwhile, where LX has room, under split K and when the store scatters
+(C's layout holds a pass's rows apart).
 Padding sticks are zero in A and B, so K is processed in whole sticks. A batched core's tile is one
 output stick of a block of batches, the block as large as LX allows for that one stick: the block's
 A is read again for each output stick, but its runs (a row's sticks for the block's batches) are
@@ -99,7 +100,8 @@ def lower_matmul(core: CoreStreams, *, piece: Piece, plan: Plan, names: tuple[st
                 _link(item, stores[0], f"{core.tag}t{t}.done{i}")
             freed[t % plan.c_tiles] = stores[-1:]
         elif place.c is None:
-            freed[0] = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_lx, names[2], last, memo)
+            freed[t % plan.c_tiles] = reduce_tile(core, plan.split, piece.k_group, t, runs, before, plan.c_at(t),
+                                                  names[2], last, memo)
         before = run_sticks(runs)
 
 
@@ -323,17 +325,20 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
     scatters = lx_order(c, ("batch", "rows", "groups")[not batched:])[-1] != "rows"
     tiles = -(-owned // most["mb"]) * -(-most["out"] // block) * -(-most["x"] // batches)
     c_tiles, fits = 1, tile_chunk(most["in"], most["mb"], block, lx_sticks, split, batches, keep)
-    if split == 1 and tiles > 1 and scatters:
-        # a PT pass writes a column group of rows, which C's layout holds apart: its store is a scatter of short
-        # pieces, so the next tile computes into a second C buffer meanwhile, if chunks of 8 K sticks still fit
+    if tiles > 1 and (split > 1 or scatters):
+        # the next tile computes into a second C buffer while this one leaves: under split K its reduction over the
+        # ring (as long as its passes or longer), the K chunk shortened to make room; otherwise a store that C's
+        # layout scatters into short pieces (a pass writes a column group of rows, which it holds apart), if
+        # chunks of 8 K sticks still fit
         beside = tile_chunk(most["in"], most["mb"], block, lx_sticks - tile, split, batches, keep)
-        c_tiles, fits = (2, beside) if beside >= least_chunk(most["in"]) else (c_tiles, fits)
+        c_tiles, fits = (2, beside) if beside >= (1 if split > 1 else least_chunk(most["in"])) else (c_tiles, fits)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
                 most["in"], a_order, b_order, c_tiles)
     if split > 1:
         # one corelet's array runs a K-split core's passes (IBM's unichain PSUM path; configs/spyre.toml)
-        plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split), plan.c_lx + tile * STICK_BYTES),
+        plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split),
+                                          plan.c_lx + c_tiles * tile * STICK_BYTES),
                        pts=plan.pts[:machine.pt.split_k_corelets])
     shared = cohorts(_pieces(kernel, bounds, batched), machine.dma.multicast_max_cores)
     names = (kernel.inputs[0], kernel.inputs[1], kernel.outputs[0])

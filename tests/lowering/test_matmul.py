@@ -250,6 +250,26 @@ def test_split_k_passes_run_on_one_corelet(tmp_path, spyre):
     assert_agree(load(path, spyre).units, spyre)  # the simpy reference times the one-array passes alike
 
 
+def test_split_k_reduces_a_tile_while_the_next_one_computes(tmp_path, spyre):
+    """256 x 128 @ 128 x 64, K split over two cores: each core's 256 rows are two tiles of 128 (pt.max_tile_rows),
+    each 16 passes of 80 cycles on pt0 (1,280). The second tile computes into a second C buffer, 128 sticks on,
+    so its passes follow the first tile's back to back while the first tile's reduction send (64 sticks) runs
+    beside them; its add is 4 + 64 x 16 = 1,028 cycles on sfu0. Values exact; the simpy reference agrees."""
+    path, want = _program(tmp_path, 256, 128, 64, 1, 1, sk=2)
+    result = run(load(path, spyre), spyre, functional=True, cache=False)
+    log = result.log
+    mine = [(ins, log.start[i], log.end[i]) for i, ins in enumerate(log.instructions) if ins.core == 0]
+    passes = [(ins.args["c"], start, end) for ins, start, end in mine if ins.op == "matmul"]
+    sends = [(start, end) for ins, start, end in mine if ins.op == "send"]
+    assert len(passes) == len(sends) == 2
+    (c0, s0, e0), (c1, s1, e1) = passes
+    assert (e0 - s0, s1, e1 - s1, c1 - c0) == (16 * 80, e0, 16 * 80, 128 * STICK_BYTES)
+    assert sends[0][0] == e0 < sends[0][1] < e1  # the first tile's reduction runs beside the second tile's passes
+    assert [end - start for ins, start, end in mine if ins.op == "add"] == [4 + 64 * 16] * 2
+    np.testing.assert_allclose(result.outputs["C"].astype(np.float32), want, rtol=2e-2, atol=2e-1)
+    assert_agree(load(path, spyre).units, spyre)
+
+
 def test_split_k_corelets_is_checked():
     with pytest.raises(ConfigError, match="split_k_corelets.*must be 1 or 2"):
         load_machine(overrides=["pt.split_k_corelets=3"])

@@ -331,12 +331,13 @@ def plan_matmul(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[i
         # layout scatters into short pieces (a pass writes a column group of rows, which it holds apart), if
         # chunks of 8 K sticks still fit
         beside = tile_chunk(most["in"], most["mb"], block, lx_sticks - tile, split, batches, keep)
-        c_tiles, fits = (2, beside) if beside >= (1 if split > 1 else least_chunk(most["in"])) else (c_tiles, fits)
+        least = 1 if split > 1 else least_chunk(most["in"])
+        c_tiles, fits = (2, beside) if beside >= least else (c_tiles, fits)
     chunk = target.stepper(kernel)(most["in"], fits)
     plan = Plan(f"{kernel.name}.", k, most["mb"], block, chunk, batches, machine.pt.rows_per_pass, None, keep,
                 most["in"], a_order, b_order, c_tiles)
     if split > 1:
-        # one corelet's array runs a K-split core's passes (IBM's unichain PSUM path; configs/spyre.toml)
+        # a K-split core's passes run on pt.split_k_corelets arrays (one on Spyre: IBM's unichain PSUM path)
         plan = replace(plan, split=SplitK(f"{kernel.name}.", split, -(-tile // split),
                                           plan.c_lx + c_tiles * tile * STICK_BYTES),
                        pts=plan.pts[:machine.pt.split_k_corelets])

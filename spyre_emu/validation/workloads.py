@@ -50,7 +50,8 @@ def matmul_kernel(name: str, inputs: list[str], output: str, dims: tuple[int, in
     division ran on the card, so the simulator runs it too."""
     b, m, n, k = dims
     uneven = any(units % cut for units, cut in zip(slice_units(b, m, n, k), split, strict=True))
-    order = ["in"] * (split[3] > 1) + ["x"] * (b > 1) + ["mb", "out"] + ["in"] * (split[3] == 1)
+    rest = ["x", "mb", "out"] if b > 1 else ["mb", "out"]
+    order = ["in", *rest] if split[3] > 1 else [*rest, "in"]
     sizes, cuts = {"x": b, "mb": m, "out": n, "in": k}, dict(zip(("x", "mb", "out", "in"), split, strict=True))
     return {"name": name, "op": "batchmatmul", "inputs": inputs, "outputs": [output],
             "dims": {d: sizes[d] for d in order}, "work_division": {d: cuts[d] for d in order},

@@ -4,8 +4,8 @@ Slices are exact divisors counted in whole sticks (the stick dim in sticks, the 
 elements), because the lowering gives every core an equal piece of whole sticks. Output dims
 are split in device order (long runs of consecutive sticks per core), except the last dim of a
 row-wise kernel (softmax, the norms); a restickify keeps each transpose block on one core while
-there are blocks enough. A reduction's reduced dim is split when the estimate says so (few
-output rows and a long reduced dim: partial results combined over the ring). A matmul's split
+there are blocks enough. A reduction splits its output dims first and gives its reduced dim only
+the cores they leave (partial results combined over the ring), as torch-spyre does. A matmul's split
 over batch, rows and columns is chosen by a cost estimate: the longest of the DRAM time (each
 core reads its rows of A and its columns of B), a core's loads and the PT time of the busiest
 core, among the splits whose C tile fits in LX. On a prefill matmul this prefers a split such as
@@ -31,8 +31,6 @@ ROWWISE = ("softmax", "layernorm", "rmsnorm", "embedding")  # each row on one co
 STICK = 64          # fp16 / bf16 elements per 128-byte stick
 PT_ROWS = 8         # rows per PT pass
 NEAR = 1.05         # matmul splits within 5 % of the cheapest estimate count as equal
-FOLD_CYCLES, FOLD_STICK_CYCLES = 90, 23  # a reduction step over one position of the reduced dim, and per
-COMBINE_CYCLES = 5   # output stick; folding in one member's partials: fitted to sums over (4 | 64 | 512, 4096)
 MIN_K_CHUNK = 8     # the lowering wants two chunks of at least 8 K sticks beside a core's C tile
 DRAM_SUSTAINED = 150 / 204.8  # share of the DRAM peak a card sustains streaming: ~150 GB/s (DESIGN.md §3 decode)
 
@@ -275,23 +273,16 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int,
 
 
 def _reduction(units: list[int], reduced: int, cores: int) -> list[int]:
-    """The output's dims split greedily over the cores a group of ``g`` leaves, ``g`` cores sharing
-    the reduced dim, with the cheapest ``g`` by estimate: each core folds its share of the reduced
-    dim (a step per position over its output sticks), then the group's first core folds the
-    others' partials in as they arrive over the ring (a step per member). On sum over (4, 4096)
-    it picks a group of 32 (684 cycles; 7,195 with the rows alone split); on (512, 4096) the
-    splits are within 2 %."""
+    """The output's dims split greedily over the cores, the reduced dim over the cores they leave
+    (each core folds its share, the group's first core folds the others' partials in as they
+    arrive over the ring): torch-spyre's work division gives a reduction's output dims the cores
+    first. Silicon's row reductions over (2048, 1024-8192) on 32 cores run at 145-155 GB/s with the
+    rows alone split; splitting the reduced dim 2-4 ways as well, as a fitted estimate used to,
+    made them wait on ring links, up to 2.4x slower (docs/validation-generalization.md)."""
     outputs = [1 if d == reduced else n for d, n in enumerate(units)]
-    best: tuple[float, list[int]] | None = None
-    for g in (g for g in divisors(units[reduced]) if g <= cores):
-        slices = _greedy(outputs, [True] * len(units), cores // g)
-        slices[reduced] = g
-        groups = math.prod(slices) // g
-        sticks = -(-math.prod(outputs) // groups)  # output sticks per group
-        cost = units[reduced] // g * (FOLD_CYCLES + FOLD_STICK_CYCLES * sticks) + (g - 1) * (COMBINE_CYCLES + sticks)
-        if best is None or cost < best[0]:
-            best = (cost, slices)
-    return best[1]
+    slices = _greedy(outputs, [True] * len(units), cores)
+    slices[reduced] = max(g for g in divisors(units[reduced]) if g <= cores // math.prod(slices))
+    return slices
 
 
 def _restickify(x: tuple[int, ...], perm: tuple[int, ...], y: tuple[int, ...], units: list[int],

@@ -68,6 +68,19 @@ def test_reduction_splits_a_long_reduced_dim():
     assert program["kernels"][0]["work_division"].get("out", 1) > 1  # the reduced dim, over the ring
 
 
+@pytest.mark.parametrize(("shape", "split"), [((256, 128), {"mb": 32, "out": 1}), ((4, 4096), {"mb": 4, "out": 8})])
+def test_a_reduction_gives_its_rows_the_cores_first(shape, split):
+    """As torch-spyre divides a reduction: 256 rows take all 32 cores and each row is summed whole; 4 rows take
+    4, and the 64 sticks of the reduced dim the 8 cores that leave."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)).half()  # the shared stream left as it was
+    with torch.no_grad():
+        got = torch.compile(lambda t: t.sum(-1), backend="spyre_emu", dynamic=False)(x)
+    torch.testing.assert_close(got.float(), x.float().sum(-1), atol=0.25, rtol=5e-3)
+    (program,) = last_report().kernel_programs
+    division = program["kernels"][0]["work_division"]
+    assert {d: division.get(d, 1) for d in split} == split
+
+
 def test_views_of_computed_values_move_on_the_card(check):
     check(lambda x: x.exp().view(16, 2, 64).permute(1, 0, 2).amax(-1), torch.randn(16, 128).half())
     rep = last_report()

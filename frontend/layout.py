@@ -132,6 +132,9 @@ def _operand_shapes(graph: Graph, node: Node) -> list[Want]:
             full = held if held is not None and held[-1] == x.shape[-1] else rows_shape(x.shape)
             return [(full, None), ((*full[:-1], 1), None)]
         s = x.shape  # the reduced dims lo..hi become one device dim
+        if lo == hi == 0:  # x's layout keeps its first dim just outside the stick: so does (first, between, last)'s
+            full = (s[0], math.prod(s[1:-1]), s[-1])
+            return [(full, None), ((1, *full[1:]), None)]
         full = (math.prod(s[:lo]), math.prod(s[lo:hi + 1]), math.prod(s[hi + 1:-1]), s[-1])
         return [(full, None), ((full[0], 1, *full[2:]), None)]
     return _broadcast_shapes(graph, node)

@@ -81,6 +81,26 @@ def test_a_reduction_gives_its_rows_the_cores_first(shape, split):
     assert {d: division.get(d, 1) for d in split} == split
 
 
+def test_a_column_sum_reads_its_input_in_its_own_layout():
+    """Summing the first dim groups x as (rows, 1, columns), whose default layout is x's own (stick columns
+    outermost), so a core's stick column is one run: on 32 cores a column sum of 2048 x 2048 takes about what the
+    row sum does (silicon 69.9 and 57.9 us); grouped (1, rows, 1, columns) it read a stick at a time, 4.3x."""
+    x = torch.randn(256, 128, generator=torch.Generator().manual_seed(0)).half()
+    with torch.no_grad():
+        got = torch.compile(lambda t: t.sum(0), backend="spyre_emu", dynamic=False)(x)
+    torch.testing.assert_close(got.float(), x.float().sum(0), atol=0.25, rtol=5e-3)
+    (program,) = last_report().kernel_programs
+    assert [program["tensors"][t]["shape"] for t in program["kernels"][0]["inputs"]] == [[256, 1, 128]]
+    big = torch.empty(2048, 2048, dtype=torch.float16, device="meta")
+    times = []
+    for dim in (0, 1):
+        with torch.no_grad():
+            torch.compile(lambda t, d=dim: t.sum(d), backend="spyre_emu", dynamic=False,
+                          options={"cores": 32, "cache": False})(big)
+        times.append(last_report().latency_us)
+    assert times[0] < 1.5 * times[1]
+
+
 def test_views_of_computed_values_move_on_the_card(check):
     check(lambda x: x.exp().view(16, 2, 64).permute(1, 0, 2).amax(-1), torch.randn(16, 128).half())
     rep = last_report()

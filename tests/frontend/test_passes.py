@@ -71,7 +71,7 @@ def test_reduction_splits_a_long_reduced_dim():
 @pytest.mark.parametrize(("shape", "split"), [((256, 128), {"mb": 32, "out": 1}), ((4, 4096), {"mb": 4, "out": 8})])
 def test_a_reduction_gives_its_rows_the_cores_first(shape, split):
     """As torch-spyre divides a reduction: 256 rows take all 32 cores and each row is summed whole; 4 rows take
-    4, and the 64 sticks of the reduced dim the 8 cores that leave."""
+    4, and the reduced dim's 64 sticks the 8 cores left."""
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(0)).half()  # the shared stream left as it was
     with torch.no_grad():
         got = torch.compile(lambda t: t.sum(-1), backend="spyre_emu", dynamic=False)(x)

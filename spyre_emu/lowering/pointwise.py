@@ -10,12 +10,15 @@ splatted to every lane (``*_splat``: the LX load unit splats as it reads, no ext
 gives such an operand stride 0 over the lanes, docs/decisions/sfu.md). DRAM inputs are loaded per
 chunk (only the distinct sticks it needs), LX inputs are read in place and an LX output is written
 in place. Two buffer sets alternate (double buffering: chunk q + 2 reuses chunk q's set) and the
-two corelets' SFUs each take half.
+two corelets' SFUs each take half. A broadcast input that several cores read alike, chunk by chunk (an
+[R, 1] operand when the cores split the stick columns, a mask over heads), is loaded by the first of each
+cohort of up to ``dma.multicast_max_cores`` with one multicast into every member's LX, as matmul
+operands are (cohorts.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -42,31 +45,55 @@ class Operand:
     splat: bool                  # broadcast along the stick dim
     resident: Resident | None    # kept in LX, else in DRAM
     full: bool                   # the output's own sticks (loads follow the output's runs)
+    cohort: tuple[int, ...] = ()  # the cores one multicast feeds this operand, the loading one first; () alone
 
 
 def lower_pointwise(core: CoreStreams, *, steps: tuple[tuple[Step, ...], ...], inputs: list[Operand], output: str,
                     runs: Runs, out_home: Resident | None, budget: int, step: Stepper, dtype: str,
-                    where: tuple[str, str], variant: np.ndarray | None = None, out_dtype: str | None = None) -> None:
+                    where: tuple[str, str], variant: np.ndarray | None = None, out_dtype: str | None = None,
+                    kernel: str = "") -> None:
     """Append one core's share of a pointwise kernel to its unit streams: output stick ``p`` takes
     the steps ``steps[variant[p]]`` (all ``steps[0]`` without ``variant``) over operands of ``dtype``,
     written as ``out_dtype`` when a cast changes it."""
     out_ids = run_ids(runs)
     variant = np.zeros(len(out_ids), np.int64) if variant is None else variant
     chunk = step(len(out_ids), budget // (2 * (len(inputs) + 1)))
-    pos = 0
+    pos, users = 0, {}
     for q, piece in enumerate(chunks(runs, chunk)):
         n = sum(count for _, count in piece)
         bufs = [(2 * i + q % 2) * chunk * STICK_BYTES for i in range(len(inputs) + 1)]
         loads: list[dict] = []
-        addrs = [_operand(core, op, op.ids[pos:pos + n], buf, piece, loads, where)
-                 for op, buf in zip(inputs, bufs, strict=False)]
+        shared: dict[int, list[dict]] = {}
+        addrs = [_operand(core, op, op.ids[pos:pos + n], buf, piece, shared.setdefault(i, []) if op.cohort else loads,
+                          where) for i, (op, buf) in enumerate(zip(inputs, bufs, strict=False))]
         splat = {i for i, op in enumerate(inputs) if op.splat}
         out = out_home.addr(core.core, out_ids[pos:pos + n], *where) if out_home else stick_addrs(bufs[-1], n)
         work = {unit: _half_ops(steps, variant[pos:pos + n], addrs, splat, out, lo, hi, (dtype, out_dtype))
                 for unit, (lo, hi) in halves(n).items()}
+        users[q] = sorted(work)
+        for i, items in shared.items():
+            _multicast(core, kernel, q, i, inputs[i].cohort, items, work, users)
         stores = [] if out_home else core.dma("store", output, piece, bufs[-1])
         core.wire_chunk(q, loads, work, stores)
         pos += n
+
+
+def _multicast(core: CoreStreams, kernel: str, q: int, i: int, cohort: tuple[int, ...], loads: list[dict],
+               work: dict[str, list[dict]], users: dict[int, list[str]]) -> None:
+    """Chunk ``q``'s loads of shared input ``i``: the cohort's first core loads them into every member's LX
+    (the same buffer on each, their chunks alike) once each member's SFUs are done with chunk q - 2 there,
+    and tells them the data is in; the others load nothing and wait for it."""
+    def token(chunk: int, way: str, member: int, unit: str) -> str:
+        return f"{kernel}.q{chunk}.in{i}.c{cohort[0]}{way}c{member}.{unit}"
+    if core.core == cohort[0]:
+        for item in loads:
+            item["to"] = list(cohort)
+        loads[-1].setdefault("signal", []).extend(token(q, ">", m, u) for m in cohort for u in users[q])
+        if q >= 2:
+            loads[0].setdefault("wait", []).extend(token(q - 2, "<", m, u) for m in cohort for u in users[q - 2])
+    for unit, ops in work.items():
+        ops[0].setdefault("wait", []).append(token(q, ">", core.core, unit))
+        ops[-1].setdefault("signal", []).append(token(q, "<", core.core, unit))
 
 
 def _operand(core: CoreStreams, op: Operand, ids: np.ndarray, buf: int, piece: Runs, loads: list[dict],
@@ -77,7 +104,8 @@ def _operand(core: CoreStreams, op: Operand, ids: np.ndarray, buf: int, piece: R
         return stick_addrs(buf, len(ids))
     distinct, slot = np.unique(ids, return_inverse=True)  # ascending: runs load in device order
     if op.resident is None:
-        loads += core.dma("load", op.name, as_runs(distinct), buf)
+        if not op.cohort or core.core == op.cohort[0]:  # a cohort's other members get its first core's multicast
+            loads += core.dma("load", op.name, as_runs(distinct), buf)
         return stick_addrs(buf, len(distinct))[slot]
     return op.resident.addr(core.core, distinct, *where)[slot]
 
@@ -111,7 +139,7 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
     stick_dim = dim_map(out)[-1]
     homes = [target.residents.get(t.name) for t in tensors]
     moves = spec.sfu == "copy" and tensors[0].layout == out and (homes[0] is None) != (homes[1] is None)
-    shares = {}
+    shares, operands = {}, {}
     for core, runs in core_runs(out, div).items():
         ids = run_ids(runs)
         lx = (homes[0] or homes[1]).addr(core, ids, src, kernel.path) if moves else None
@@ -126,11 +154,33 @@ def plan_pointwise(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dic
             splat = stick_dim != NO_HOST_DIM and size[stick_dim] < out.shape[stick_dim]
             inputs.append(Operand(t.name, mine, bool(splat),
                                   target.residents.get(t.name), t.layout == out))
+        operands[core] = (runs, inputs)
+    for core, (runs, inputs) in _shared(operands, target.machine.dma.multicast_max_cores).items():
         shares[core] = partial(lower_pointwise, steps=(steps,), inputs=inputs, output=tensors[-1].name, runs=runs,
                                out_home=target.residents.get(tensors[-1].name), budget=target.budget,
                                step=target.streaming_stepper(kernel, tensors),
-                               dtype=out.dtype, where=(src, kernel.path))
-    return shares
+                               dtype=out.dtype, where=(src, kernel.path), kernel=kernel.name)
+    return dict(sorted(shares.items()))
+
+
+def _shared(operands: dict[int, tuple[Runs, list[Operand]]], limit: int) -> dict[int, tuple[Runs, list[Operand]]]:
+    """Each core's inputs with the cohorts that share a broadcast one: cores reading the same sticks of a DRAM
+    input for output shares of the same size (so chunk by chunk the same sticks into the same LX buffer), up to
+    ``limit`` of them in core order, take it from one multicast instead of a load each (an [R, 1] operand
+    broadcast along the stick dim, read by every core that takes some of each row's columns)."""
+    out = {core: (runs, list(inputs)) for core, (runs, inputs) in operands.items()}
+    for i in range(len(next(iter(operands.values()), (None, []))[1])):
+        groups: dict[tuple, list[int]] = {}
+        for core, (_, inputs) in operands.items():
+            op = inputs[i]
+            if not op.full and op.resident is None:
+                groups.setdefault((len(op.ids), op.ids.tobytes()), []).append(core)
+        for members in groups.values():
+            for at in range(0, len(members), limit):
+                cohort = tuple(members[at:at + limit])
+                for core in cohort if len(cohort) > 1 else ():
+                    out[core][1][i] = replace(out[core][1][i], cohort=cohort)
+    return out
 
 
 def lower_dma_copy(core: CoreStreams, *, names: tuple[str, str], runs: Runs, lx: int, load: bool) -> None:

@@ -288,3 +288,25 @@ def test_the_clone_into_lx_takes_what_its_load_takes(tmp_path, spyre, run_units)
     by_hand = {0: {"load": [{"op": "load", "dram": "x", "lx": ins.args["lx"], "bytes": 64 * 256 * 2}]}}
     buffers = {"x": {"bytes": 64 * 256 * 2, "addr": lowered.buffers["x"].addr}}
     assert run(lowered, spyre).log.total_cycles == run_units(spyre, by_hand, buffers).total_cycles
+
+
+@pytest.mark.parametrize(("rows", "chunks"), [(64, 1), (1536, 3)])
+def test_an_input_every_core_reads_alike_is_multicast(tmp_path, spyre, rows, chunks):
+    """y (rows, 256) = a + b (rows, 1), the 4 stick columns over 4 cores: each core needs all of b's sticks (lane 0
+    splatted), the same ones chunk by chunk (512 sticks, what a load unit keeps in flight), so core 0 loads each
+    chunk's once into every core's LX and the others load none; DRAM reads a and b once (b 4 times when each core
+    loaded its own); values exact; the simpy reference agrees (with 3 chunks the second buffer is reused)."""
+    a, b = _randn((rows, 256), 1), _randn((rows, 1), 2)
+    path = _write(tmp_path, {"a": _t((rows, 256), "input"), "b": _t((rows, 1), "input"),
+                             "y": _t((rows, 256), "output")},
+                  [{"op": "add", "inputs": ["a", "b"], "outputs": ["y"], "dims": {"mb": rows, "out": 256},
+                    "work_division": {"out": 4}}], {"a": a, "b": b})
+    units = load(path, spyre).units
+    at = units.buffers["b"].addr
+    b_loads = [(i.core, i.args.get("to")) for i in units.instructions() if i.unit == "load"
+               and at <= i.args["dram"] < at + rows * 128]
+    assert b_loads == [(0, (0, 1, 2, 3))] * chunks
+    result = run(load(path, spyre), spyre, functional=True)
+    assert result.report.data["dram"]["read_bytes"] == a.nbytes + rows * 128
+    np.testing.assert_allclose(result.outputs["y"].astype(np.float32), card_fp16(a.astype(np.float32) + b), atol=2e-3)
+    assert_agree(units, spyre)

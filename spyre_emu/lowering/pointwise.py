@@ -169,12 +169,11 @@ def _shared(operands: dict[int, tuple[Runs, list[Operand]]], limit: int) -> dict
     ``limit`` of them in core order, take it from one multicast instead of a load each (an [R, 1] operand
     broadcast along the stick dim, read by every core that takes some of each row's columns)."""
     out = {core: (runs, list(inputs)) for core, (runs, inputs) in operands.items()}
-    for i in range(len(next(iter(operands.values()), (None, []))[1])):
+    for i in range(max((len(inputs) for _, inputs in operands.values()), default=0)):
         groups: dict[tuple, list[int]] = {}
         for core, (_, inputs) in operands.items():
-            op = inputs[i]
-            if not op.full and op.resident is None:
-                groups.setdefault((len(op.ids), op.ids.tobytes()), []).append(core)
+            if not inputs[i].full and inputs[i].resident is None:
+                groups.setdefault((len(inputs[i].ids), inputs[i].ids.tobytes()), []).append(core)
         for members in groups.values():
             for at in range(0, len(members), limit):
                 cohort = tuple(members[at:at + limit])

@@ -1,4 +1,4 @@
-"""Matmul cohorts: which cores share an operand's sticks, and which of them loads them for all.
+"""Cohorts: which cores share an operand's sticks, and which of them loads them for all.
 
 Cores whose pieces need the same sticks of A (same batches, rows and K range) or of B (same
 batches, column groups and K range) form cohorts of at most ``dma.multicast_max_cores``, in core
@@ -12,6 +12,7 @@ that reduces their partial sums.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
 from ..config import STICK_BYTES
@@ -79,9 +80,15 @@ def loaders(cohort: tuple[int, ...], fewest_runs: int) -> tuple[int, ...]:
 
 def _share(pieces: list[Piece], key, limit: int) -> dict[int, tuple[int, ...]]:
     """Each piece's cohort: the pieces with the same ``key`` and size, in groups of at most ``limit``."""
+    return cohorts_of({p.core: (key(p), p.size) for p in pieces}, limit)
+
+
+def cohorts_of(keys: Mapping[int, Hashable], limit: int) -> dict[int, tuple[int, ...]]:
+    """Each core's cohort: the cores with the same key (the same sticks to load), in core order, in groups of
+    at most ``limit``; the first of a group loads for all of it."""
     same = defaultdict(list)
-    for p in pieces:
-        same[(key(p), p.size)].append(p.core)
+    for core, key in keys.items():
+        same[key].append(core)
     cohort = {}
     for cores in same.values():
         cores.sort()

@@ -13,7 +13,7 @@ in place. Two buffer sets alternate (double buffering: chunk q + 2 reuses chunk 
 two corelets' SFUs each take half. A broadcast input that several cores read alike, chunk by chunk (an
 [R, 1] operand when the cores split the stick columns, a mask over heads), is loaded by the first of each
 cohort of up to ``dma.multicast_max_cores`` with one multicast into every member's LX, as matmul
-operands are (cohorts.py).
+operands are (``cohorts.cohorts_of``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..kernel_program import Tensor, dim_map
 from ..kernel_program.layout import NO_HOST_DIM
 from ..kernel_program.model import Kernel
 from ..kernel_program.ops import OPS, Step
+from .cohorts import cohorts_of
 from .lx import Resident
 from .placement import Runs, as_runs, check_division, core_runs, division, run_ids, stick_hosts, stick_of
 from .sfu import sfu_ops, stick_addrs
@@ -170,15 +171,11 @@ def _shared(operands: dict[int, tuple[Runs, list[Operand]]], limit: int) -> dict
     broadcast along the stick dim, read by every core that takes some of each row's columns)."""
     out = {core: (runs, list(inputs)) for core, (runs, inputs) in operands.items()}
     for i in range(max((len(inputs) for _, inputs in operands.values()), default=0)):
-        groups: dict[tuple, list[int]] = {}
-        for core, (_, inputs) in operands.items():
-            if not inputs[i].full and inputs[i].resident is None:
-                groups.setdefault((len(inputs[i].ids), inputs[i].ids.tobytes()), []).append(core)
-        for members in groups.values():
-            for at in range(0, len(members), limit):
-                cohort = tuple(members[at:at + limit])
-                for core in cohort if len(cohort) > 1 else ():
-                    out[core][1][i] = replace(out[core][1][i], cohort=cohort)
+        keys = {core: (len(inputs[i].ids), inputs[i].ids.tobytes()) for core, (_, inputs) in operands.items()
+                if not inputs[i].full and inputs[i].resident is None}
+        for core, cohort in cohorts_of(keys, limit).items():
+            if len(cohort) > 1:
+                out[core][1][i] = replace(out[core][1][i], cohort=cohort)
     return out
 
 

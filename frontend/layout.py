@@ -287,7 +287,9 @@ def _restickify(graph: Graph, v: Value, source: DeviceTensor, steps: list[Step],
         name = f"{v.name}_r{len(graph.tensors)}"
         graph.add_tensor(DeviceTensor(name, y, shape, dtype, upload=False))
         reads, attrs = (x.value, x.name), {"perm": list(perm), "view": v}
-        window = _window_of(kept, x.name) if i == 0 else None
+        if i == 0 and steps[0][0] != x.dshape:  # x read in a finer shape of the same elements
+            attrs["x_shape"] = list(steps[0][0])
+        window = _window_of(kept, x.name) if "x_shape" not in attrs and i == 0 else None
         if window is not None:  # read the slice's window of its input: one copy fewer
             reads, attrs["window"] = (window.inputs[0], window.tensors[0]), window.attrs["window"]
         kept.append(Node(RESTICKIFY, [reads[0]], [y], None, attrs, name=f"k{name}", tensors=[reads[1], name]))

@@ -10,8 +10,9 @@ On the card, ``ReStickifyOpHBM`` computes ``y = x.permute(q).reshape(y.shape)`` 
 layouts, stick by stick: the lowering gathers an output stick when it is one input stick lane
 for lane, transposes 64 x 64 blocks when every lane of an output stick takes the same lane of
 different input sticks, and refuses an output stick that straddles input sticks. ``accepted``
-is that rule on shapes; ``plan`` finds one kernel, or two through an intermediate whose stick
-dim is a pivot (neither the input's nor the output's stick dim), for a view of a device tensor.
+is that rule on shapes; ``plan`` finds one kernel (reading the tensor in its own shape, or, for a gather, in
+a finer one: ``gathered_as``), or two through an intermediate whose stick dim is a pivot (neither the input's nor
+the output's stick dim), for a view of a device tensor.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def accepted(x: tuple[int, ...], perm: tuple[int, ...], y: tuple[int, ...]) -> b
 
 def plan(order: Order, dx: tuple[int, ...], dy: tuple[int, ...]) -> list[Step] | None:
     """Restickify kernels from a device tensor of shape ``dx`` holding a base's elements in
-    row-major order to ``dy`` holding them in ``order``: one kernel, or two through a pivot."""
+    row-major order to ``dy`` holding them in ``order``: one kernel (reading x in its own shape, or in the finer
+    shape of the first step, ``fine``), or two through a pivot."""
     fine = refine(dx, order.atoms)
     if fine is None:
         return None
@@ -169,6 +171,8 @@ def plan(order: Order, dx: tuple[int, ...], dy: tuple[int, ...]) -> list[Step] |
     direct = _perm_of(owned, view)
     if direct is not None and accepted(dx, direct, dy):
         return [(dx, direct, dy)]
+    if gathered_as(dx, fine, view, dy):
+        return [(fine, tuple(view), dy)]
     real = [d for d in range(len(dx)) if owned[d]]
     for first in [real] + [[e for e in real if e != d] + [d] for d in real[:-1]]:
         q = _full(first, len(dx))
@@ -178,6 +182,17 @@ def plan(order: Order, dx: tuple[int, ...], dy: tuple[int, ...]) -> list[Step] |
         if accepted(dx, q, t) and accepted(t, second, dy):
             return [(dx, q, t), (t, second, dy)]
     return None
+
+
+def gathered_as(dx: tuple[int, ...], fine: tuple[int, ...], perm: list[int], y: tuple[int, ...]) -> bool:
+    """Whether ``y = x.reshape(fine).permute(perm).reshape(y)``, x in the default layout of ``dx`` (of which
+    ``fine`` is a refinement), gives every output stick one input stick lane for lane: x's innermost atom stays
+    innermost, and it and y's rows are whole sticks (runs of it that start where x's sticks do), or both are x's
+    rows. One pass then moves the view, where reading x in its own shape needs two: the outer transpose of
+    (R * 8, C) read as (R, 8, C), or attention's head split of (S, H * D) read as (S, H, D)."""
+    if perm[-1] != len(fine) - 1:
+        return False
+    return (fine[-1] % STICK == 0 and y[-1] % STICK == 0) or fine[-1] == dx[-1] == y[-1]
 
 
 def _perm_of(owned: list[list[int]], view: list[int]) -> tuple[int, ...] | None:

@@ -263,7 +263,7 @@ def _divide(graph: Graph, node: Node, machine: Machine, cores: int,
         reduced = [i for i, (n, m) in enumerate(zip(shapes[0], shapes[-1], strict=True)) if n != m]
         slices = _reduction(units, reduced[0], cores) if reduced else _greedy(units, [True] * len(units), cores)
     elif node.op == RESTICKIFY:
-        window = node.attrs.get("window") or [i for n in shapes[0] for i in (0, n)]
+        window = node.attrs.get("window") or [i for n in node.attrs.get("x_shape", shapes[0]) for i in (0, n)]
         x = tuple(b - a for a, b in zip(window[::2], window[1::2], strict=True))  # what it reads of its input
         slices = _restickify(x, tuple(node.attrs["perm"]), space, units, cores)
     else:

@@ -72,8 +72,9 @@ OPS: dict[str, OpSpec] = {
 # safe: a row whose every entry is -inf gives zeros, not NaN (torch's scaled_dot_product_attention).
 ATTRS = {"layernormscale": {"eps": 1e-5, "rms": False}, "layernorm": {"eps": 1e-5}, "rmsnorm": {"eps": 1e-5},
          "softmax": {"safe": False},
-         "ReStickifyOpHBM": {"perm": [], "window": []},  # perm: x's dims in y's order ([] keeps them); window:
-         # a start and a stop per dim of x, flat ([] takes all of x): y = x[window].permute(perm).reshape(y.shape)
+         "ReStickifyOpHBM": {"x_shape": [], "perm": [], "window": []},  # x_shape: x read in this shape (the same
+         # elements row-major; [] keeps x's); perm: its dims in y's order ([] keeps them); window: a start and a stop
+         # per dim of it, flat ([] takes all): y = x.reshape(x_shape)[window].permute(perm).reshape(y.shape)
          "patches": {"image": [], "kernel": [1, 1], "stride": [1, 1], "padding": [0, 0], "dilation": [1, 1],
                      "pad": 0.0},
          "cat": {"dim": 0}}

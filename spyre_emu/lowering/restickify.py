@@ -1,8 +1,10 @@
-"""ReStickifyOpHBM: y = x[window].permute(perm).reshape(y.shape), DRAM to DRAM, any layouts on either side.
+"""ReStickifyOpHBM: y = x.reshape(x_shape)[window].permute(perm).reshape(y.shape), DRAM to DRAM, any layouts on
+either side.
 
-``perm`` (attribute; default: none), ``window`` (attribute: a start and a stop per dim of x, flat;
-default: all of x) and the reshape are spyre-emu's extension of torch-spyre's op, which keeps the
-shape and changes only the layout; they let the front end move views and slices on the card.
+``x_shape`` (attribute: x's elements read row-major in another shape; default: x's own), ``perm`` (attribute;
+default: none), ``window`` (attribute: a start and a stop per dim of that shape, flat; default: all of it) and
+the reshape are spyre-emu's extension of torch-spyre's op, which keeps the shape and changes only the layout;
+they let the front end move views and slices on the card in one pass.
 For every output stick the planner finds, per lane, the input stick and lane holding that element.
 When each output stick is one input stick lane for lane, the sticks are gathered (loaded in output
 order, stored back, no SFU). When the stick dim changes, output sticks group into square blocks:
@@ -83,11 +85,15 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     """Check a restickify kernel and return each core's share of it."""
     src, where = target.program.source, kernel.path
     x, y = (t.layout for t in tensors)
-    perm = tuple(kernel.attrs.get("perm") or range(len(x.shape)))
-    if sorted(perm) != list(range(len(x.shape))):
-        raise ProgramError(f"perm {list(perm)} is not a permutation of the input's {len(x.shape)} dims", src,
+    shape = tuple(kernel.attrs.get("x_shape") or x.shape)
+    if math.prod(shape) != math.prod(x.shape) or min(shape) < 1:
+        raise ProgramError(f"x_shape {list(shape)} does not hold the input's {math.prod(x.shape)} elements "
+                           f"(shape {list(x.shape)})", src, where + ".attrs.x_shape")
+    perm = tuple(kernel.attrs.get("perm") or range(len(shape)))
+    if sorted(perm) != list(range(len(shape))):
+        raise ProgramError(f"perm {list(perm)} is not a permutation of the input's {len(shape)} dims", src,
                            where + ".attrs.perm")
-    window = _window(kernel.attrs.get("window") or [], x.shape, (src, where + ".attrs.window"))
+    window = _window(kernel.attrs.get("window") or [], shape, (src, where + ".attrs.window"))
     sizes = [b - a for a, b in window]
     if math.prod(sizes) != math.prod(y.shape) or x.dtype != y.dtype or list(kernel.dims.values()) != list(y.shape):
         raise ProgramError(f"restickify gives x[window].permute(perm).reshape(y.shape) in x's dtype, over dims equal "
@@ -98,7 +104,7 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
     shares = {}
     for core, runs in core_runs(y, div).items():
         ids = run_ids(runs)
-        stick, lane = _sources(x, y, perm, window, ids)
+        stick, lane = _sources(x, y, (shape, perm, window), ids)
         gathered = gathered_sticks(stick, lane)
         if gathered.all():
             pairs = np.stack([np.zeros_like(ids), first_source(stick), ids])
@@ -123,16 +129,20 @@ def _window(flat: list[int], shape: tuple[int, ...], where: tuple[str, str]) -> 
     return pairs
 
 
-def _sources(x: TensorLayout, y: TensorLayout, perm: tuple[int, ...], window: list[tuple[int, int]],
+def _sources(x: TensorLayout, y: TensorLayout, read: tuple[tuple[int, ...], tuple[int, ...], list[tuple[int, int]]],
              ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For output sticks ``ids`` and each lane, the input stick and lane holding that element of
-    y = x[window].permute(perm).reshape(y.shape); -1 for the output's padding lanes."""
+    y = x.reshape(shape)[window].permute(perm).reshape(y.shape), ``read`` = (shape, perm, window); -1 for
+    the output's padding lanes."""
+    shape, perm, window = read
     at, valid = lane_hosts(y, ids)
     flat = np.ravel_multi_index(tuple(np.where(valid, a, 0) for a in at), y.shape)
     permuted = np.unravel_index(flat, tuple(window[d][1] - window[d][0] for d in perm))
-    host = np.empty((len(x.shape), *flat.shape), np.int64)
+    host = np.empty((len(shape), *flat.shape), np.int64)
     for i, d in enumerate(perm):
         host[d] = permuted[i] + window[d][0]
+    if shape != x.shape:
+        host = np.stack(np.unravel_index(np.ravel_multi_index(tuple(host), shape), x.shape))
     stick, lane = stick_lanes(x, host)
     return np.where(valid, stick, -1), np.where(valid, lane, -1)
 

@@ -117,3 +117,37 @@ def test_bad_window(tmp_path, spyre, window, out_shape, words):
     path, _ = _window_program(tmp_path, (16, 96), window, (0, 1), out_shape)
     with pytest.raises(ProgramError, match=words):
         load(path, spyre)
+
+
+def _reshaped_program(tmp_path, shape, x_shape, perm, out_shape, slices=None):
+    path, x = _permute_program(tmp_path, shape, perm, out_shape, slices)
+    data = json.loads(path.read_text())
+    data["kernels"][0]["attrs"]["x_shape"] = list(x_shape)
+    path.write_text(json.dumps(data))
+    return path, x
+
+
+@pytest.mark.parametrize(("shape", "x_shape", "perm", "out_shape", "slices"), [
+    ((16 * 8, 128), (16, 8, 128), (1, 0, 2), (8 * 16, 128), (4, 2)),     # outer transpose of (R, 8, C) held as 2-D
+    ((16, 4 * 64), (16, 4, 64), (1, 0, 2), (4, 16, 64), (2, 2, 1)),      # attention's head split, hd 64
+    ((6, 8, 64), (2, 3, 8, 64), (1, 0, 2, 3), (3, 2, 8, 64), (3, 1, 1, 1)),
+])
+def test_x_read_in_another_shape(tmp_path, spyre, shape, x_shape, perm, out_shape, slices):
+    """x_shape reads x's elements row-major in a finer shape, x's layout unchanged: one pass of gathers (each
+    stick loaded and stored once, no transpose) gives numpy's reshape, permute and reshape."""
+    path, x = _reshaped_program(tmp_path, shape, x_shape, perm, out_shape, slices)
+    program = load(path, spyre)
+    ops = [i for i in program.units.instructions()]
+    assert not any(i.op == "transpose" for i in ops)
+    sticks = x.size // 64
+    assert sum(i.args["bytes"] for i in ops if i.op == "load") == sum(
+        i.args["bytes"] for i in ops if i.op == "store") == sticks * 128
+    got = run(program, spyre, functional=True).outputs["y"]
+    np.testing.assert_array_equal(got, x.reshape(x_shape).transpose(perm).reshape(out_shape))
+
+
+def test_bad_x_shape(tmp_path, spyre):
+    path, _ = _reshaped_program(tmp_path, (16, 128), (16, 4, 64), (1, 0, 2), (4, 16, 64))
+    with pytest.raises(ProgramError, match=r"kernels\[0\].attrs.x_shape: x_shape \[16, 4, 64\] does not hold the "
+                                           r"input's 2048 elements"):
+        load(path, spyre)

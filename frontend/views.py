@@ -190,8 +190,8 @@ def gathered_as(dx: tuple[int, ...], fine: tuple[int, ...], perm: list[int], y: 
     innermost, and it and y's rows are whole sticks (runs of it that start where x's sticks do), or both are x's
     rows. One pass then moves the view, where reading x in its own shape needs two: the outer transpose of
     (R * 8, C) read as (R, 8, C), or attention's head split of (S, H * D) read as (S, H, D)."""
-    if perm[-1] != len(fine) - 1:
-        return False
+    if perm[-1] != len(fine) - 1 or dx[-1] % fine[-1]:  # the innermost atom must be inside x's stick dim (a
+        return False                                        # held (n, 1) has one element a stick)
     return (fine[-1] % STICK == 0 and y[-1] % STICK == 0) or fine[-1] == dx[-1] == y[-1]
 
 

@@ -91,14 +91,14 @@ def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> di
                            f"(shape {list(x.shape)})", src, where + ".attrs.x_shape")
     perm = tuple(kernel.attrs.get("perm") or range(len(shape)))
     if sorted(perm) != list(range(len(shape))):
-        raise ProgramError(f"perm {list(perm)} is not a permutation of the input's {len(shape)} dims", src,
+        raise ProgramError(f"perm {list(perm)} is not a permutation of the {len(shape)} dims x is read in", src,
                            where + ".attrs.perm")
     window = _window(kernel.attrs.get("window") or [], shape, (src, where + ".attrs.window"))
     sizes = [b - a for a, b in window]
     if math.prod(sizes) != math.prod(y.shape) or x.dtype != y.dtype or list(kernel.dims.values()) != list(y.shape):
-        raise ProgramError(f"restickify gives x[window].permute(perm).reshape(y.shape) in x's dtype, over dims equal "
-                           f"to y's shape: x[window] {sizes} {x.dtype}, y {list(y.shape)} {y.dtype}, dims "
-                           f"{list(kernel.dims.values())}", src, where + ".dims")
+        raise ProgramError(f"restickify gives x.reshape(x_shape)[window].permute(perm).reshape(y.shape) in x's dtype, "
+                           f"over dims equal to y's shape: x[window] {sizes} {x.dtype}, y {list(y.shape)} {y.dtype}, "
+                           f"dims {list(kernel.dims.values())}", src, where + ".dims")
     div = division(kernel)
     check_division(y, div, src, where + ".work_division")
     shares = {}

@@ -75,6 +75,13 @@ def test_an_outer_transpose_is_one_pass(check, fn):
     assert len(moves) == 1
 
 
+def test_a_held_tensor_of_one_element_sticks_is_not_read_finer():
+    """(256, 1) holds one element a stick: read as (2, 2, 64) no output stick is one input stick, so the plan does
+    not take the one-pass gather (its innermost atom would come from the dim before the stick dim)."""
+    assert not gathered_as((256, 1), (2, 2, 64), [1, 0, 2], (2, 2, 64))
+    assert gathered_as((256, 128), (256, 2, 64), [1, 0, 2], (2, 256, 64))
+
+
 def test_orders_compose_like_numpy():
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -134,7 +141,35 @@ def test_attention_views_on_the_simulator(base, shape, perm, dx, dy, kernels):
     steps = plan(_view(base, shape, perm), dx, dy)
     assert len(steps) == kernels
     x = to_host(to_card(np.random.default_rng(2).standard_normal(dx).astype(np.float16), "fp16"), "fp16")  # card-held
-    tensors = {"t0": {"shape": list(dx), "dtype": "fp16", "role": "input"}}
+    got, _ = _run_plan(x, steps)
+    np.testing.assert_array_equal(got, x.reshape(shape).transpose(perm).reshape(dy))
+
+
+def test_fine_reads_are_gathers_on_the_simulator():
+    """Random views planned as one kernel reading the held tensor in a finer shape: the lowering gathers them (no
+    transpose) and gives numpy's values."""
+    rng = np.random.default_rng(3)
+    ran = 0
+    while ran < 12:
+        base = tuple(int(n) for n in rng.choice([1, 2, 3, 64, 96, 128], rng.integers(2, 5)))
+        if np.prod(base) > 1 << 15:
+            continue
+        perm = tuple(rng.permutation(len(base)))
+        held = _grouping(base, rng)
+        steps = plan(_view(base, base, perm), held, _grouping(tuple(base[i] for i in perm), rng))
+        if steps is None or len(steps) != 1 or steps[0][0] == held:
+            continue
+        x = to_host(to_card(rng.standard_normal(held).astype(np.float16), "fp16"), "fp16")  # values the card holds
+        got, transposes = _run_plan(x, steps)
+        assert transposes == 0
+        np.testing.assert_array_equal(got.reshape(-1), x.reshape(base).transpose(perm).reshape(-1))
+        ran += 1
+
+
+def _run_plan(x: np.ndarray, steps: list) -> tuple[np.ndarray, int]:
+    """A plan's restickify kernels run functionally on the simulator from ``x`` (held in its own shape): the
+    result and the number of SFU transposes the lowering emitted."""
+    tensors = {"t0": {"shape": list(x.shape), "dtype": "fp16", "role": "input"}}
     program = []
     for i, (read, q, y) in enumerate(steps, start=1):
         tensors[f"t{i}"] = {"shape": list(y), "dtype": "fp16", "role": "output" if i == len(steps) else "intermediate"}
@@ -144,6 +179,6 @@ def test_attention_views_on_the_simulator(base, shape, perm, dx, dy, kernels):
     parsed = parse_kernel_program({"format": "spyre-emu.kernel-program", "version": 1, "tensors": tensors,
                                    "kernels": program}, "views")
     machine = load_machine()
-    got = run(Program(lower(parsed, machine), parsed.tensors), machine, functional=True, inputs={"t0": x})
-    want = x.reshape(shape).transpose(perm).reshape(dy)
-    np.testing.assert_array_equal(got.outputs[f"t{len(steps)}"], want)
+    units = lower(parsed, machine)
+    got = run(Program(units, parsed.tensors), machine, functional=True, inputs={"t0": x})
+    return got.outputs[f"t{len(steps)}"], sum(i.op == "transpose" for i in units.instructions())

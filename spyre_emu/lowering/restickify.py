@@ -24,7 +24,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
-from .streams import CoreStreams, Emit, Item, dma_item
+from .streams import CoreStreams, Emit, Item, dma_item, patterns
 from .target import Stepper, Target
 
 
@@ -66,9 +66,10 @@ def lower_gather(core: CoreStreams, *, x: tuple[str, ...], y: str, pairs: np.nda
 def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.ndarray, lx: int,
           which: np.ndarray | None = None) -> list[Item]:
     """DMA between device sticks ``ids`` and consecutive LX slots from ``lx`` (slot i <-> ids[i];
-    -1 skips the slot), one instruction per run consecutive in both and in one tensor: ``tensor``, or
-    ``tensor[which[i]]`` for slot i (a cat's inputs). The runs are found with numpy and each becomes its item
-    directly: a gather of scattered sticks is 100,000s of one-stick runs."""
+    -1 skips the slot), from ``tensor``, or ``tensor[which[i]]`` for slot i (a cat's inputs). Runs consecutive in
+    both are found with numpy; runs filling consecutive slots of one tensor at a constant DRAM stride are one
+    strided descriptor, as a DMA unit issues them back to back either way: a gather of scattered sticks is
+    100,000s of one-stick runs, and mostly a few patterns (an outer transpose's, 8 sticks apart)."""
     names = (tensor,) if isinstance(tensor, str) else tensor
     which = np.zeros_like(ids) if which is None else which
     slots = np.flatnonzero(ids >= 0)
@@ -77,8 +78,25 @@ def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.n
     heads = np.flatnonzero(np.concatenate([[True], (np.diff(slots) != 1) | (np.diff(ids[slots]) != 1)
                                            | (np.diff(which[slots]) != 0)]))
     firsts, sizes = slots[heads], np.diff(np.append(heads, slots.size))
-    runs = zip(firsts.tolist(), ids[firsts].tolist(), sizes.tolist(), which[firsts].tolist(), strict=True)
-    return [core.add(unit, dma_item(unit, names[w], stick, n, lx + slot * STICK_BYTES)) for slot, stick, n, w in runs]
+    groups: list[tuple[int, int, list[tuple[int, int]]]] = []  # (first slot, tensor, runs) filling consecutive slots
+    end = -1
+    for slot, stick, n, w in zip(firsts.tolist(), ids[firsts].tolist(), sizes.tolist(), which[firsts].tolist(),
+                                 strict=True):
+        if slot != end or w != groups[-1][1]:
+            groups.append((slot, w, []))
+        groups[-1][2].append((stick, n))
+        end = slot + n
+    return [core.add(unit, dma_item(unit, names[w], start, n, lx + (slot + pos) * STICK_BYTES, count, stride))
+            for slot, w, runs in groups for start, n, count, stride, pos in _placed(patterns(runs))]
+
+
+def _placed(found: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int, int]]:
+    """Each pattern with the LX slot it starts at, counted from its group's first."""
+    out, pos = [], 0
+    for start, n, count, stride in found:
+        out.append((start, n, count, stride, pos))
+        pos += count * n
+    return out
 
 
 def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:

@@ -151,3 +151,16 @@ def test_bad_x_shape(tmp_path, spyre):
     with pytest.raises(ProgramError, match=r"kernels\[0\].attrs.x_shape: x_shape \[16, 4, 64\] does not hold the "
                                            r"input's 2048 elements"):
         load(path, spyre)
+
+
+def test_a_gather_at_a_constant_stride_is_one_strided_descriptor(tmp_path, spyre):
+    """(16 * 8, 128) read as (16, 8, 128), outer dims swapped, on 4 x 2 cores: a core's 32 output rows of one stick
+    column are two runs of 16 consecutive rows (b fixed), each from input rows a * 8 + b, one stick 8 sticks apart.
+    Each is one load of 16 one-stick pieces, not 16 loads: 16 loads in all, 2 a core."""
+    path, x = _reshaped_program(tmp_path, (16 * 8, 128), (16, 8, 128), (1, 0, 2), (8 * 16, 128), (4, 2))
+    program = load(path, spyre)
+    loads = [i.args for i in program.units.instructions() if i.op == "load"]
+    assert len(loads) == 16
+    assert all((a["bytes"], a["piece"], a["stride"]) == (16 * 128, 128, 8 * 128) for a in loads)
+    got = run(program, spyre, functional=True).outputs["y"]
+    np.testing.assert_array_equal(got, x.reshape(16, 8, 128).transpose(1, 0, 2).reshape(8 * 16, 128))

@@ -24,7 +24,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
-from .streams import CoreStreams, Emit, Item, dma_item, patterns
+from .streams import CoreStreams, Emit, Item
 from .target import Stepper, Target
 
 
@@ -86,17 +86,7 @@ def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.n
             groups.append((slot, w, []))
         groups[-1][2].append((stick, n))
         end = slot + n
-    return [core.add(unit, dma_item(unit, names[w], start, n, lx + (slot + pos) * STICK_BYTES, count, stride))
-            for slot, w, runs in groups for start, n, count, stride, pos in _placed(patterns(runs))]
-
-
-def _placed(found: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int, int]]:
-    """Each pattern with the LX slot it starts at, counted from its group's first."""
-    out, pos = [], 0
-    for start, n, count, stride in found:
-        out.append((start, n, count, stride, pos))
-        pos += count * n
-    return out
+    return [item for slot, w, runs in groups for item in core.dma(unit, names[w], runs, lx + slot * STICK_BYTES)]
 
 
 def plan_restickify(target: Target, kernel: Kernel, tensors: list[Tensor]) -> dict[int, Emit]:

@@ -17,7 +17,7 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import SimulationError
 from ..numerics import from_f32, to_f32
 from ..unit_program import Instruction, UnitProgram
-from ..unit_program.model import dram_pieces, matmul_a_sticks, matmul_c_sticks, matmul_passes
+from ..unit_program.model import dram_pieces, lx_pieces, matmul_a_sticks, matmul_c_sticks, matmul_passes
 from ..unit_program.opcodes import SFU_OPERANDS, SFU_OPS
 from .functional_ops import sfu_apply
 from .log import EventLog
@@ -102,10 +102,13 @@ def _apply(card: Card, ins: Instruction) -> bool:
         shift = _indirect_shift(card, ins) if "index_lx" in a else 0
         data = np.concatenate([card.dram.read(addr + shift, n) for addr, n in dram_pieces(a)])
         for core in a.get("to", [ins.core]):
-            card.lx_of(core)[a["lx"]:a["lx"] + a["bytes"]] = data
+            at = card.lx_of(core)
+            for i, (off, n) in enumerate(lx_pieces(a)):
+                at[off:off + n] = data[i * n:(i + 1) * n]
     elif ins.op == "store":
+        data = np.concatenate([lx[off:off + n] for off, n in lx_pieces(a)])
         for i, (addr, n) in enumerate(dram_pieces(a)):
-            card.dram.write(addr, lx[a["lx"] + i * n:a["lx"] + (i + 1) * n].copy())
+            card.dram.write(addr, data[i * n:(i + 1) * n].copy())
     elif ins.op == "send":
         card.lx_of(a["to_core"])[a["to_lx"]:a["to_lx"] + a["bytes"]] = lx[a["lx"]:a["lx"] + a["bytes"]]
     elif ins.op == "lx2fifo":

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
-from .model import STEPS, Instruction, matmul_a_sticks, matmul_c_sticks, matmul_repeat
+from .model import STEPS, Instruction, lx_span, matmul_a_sticks, matmul_c_sticks, matmul_repeat
 from .opcodes import CAST_SHAPES, SFU_OPERANDS, SFU_OPS
 
 MAX_SFU_STICKS = 1 << 40  # keeps an SFU op's cycle count far inside the engine's int64
@@ -18,7 +18,9 @@ CHECKED_PER_CORE = frozenset({"send"})  # the ops whose checks look at the instr
 def lx_regions(ins: Instruction, machine: Machine) -> list[tuple[str, int, int]]:
     """(field, offset, bytes) of every LX range the instruction touches on its own core."""
     a = ins.args
-    if ins.op in ("load", "store", "lx2fifo", "fifo2lx", "send"):
+    if ins.op in ("load", "store"):
+        return [("lx", a["lx"], lx_span(a))]
+    if ins.op in ("lx2fifo", "fifo2lx", "send"):
         return [("lx", a["lx"], a["bytes"])]
     if ins.op == "matmul":
         db = DTYPE_BYTES[a.get("dtype", "fp16")]
@@ -98,18 +100,25 @@ def _check_matmul(ins: Instruction, machine: Machine, source: str) -> None:
                            source, ins.path + (".dtype" if "dtype" in a else ""))
 
 
+PATTERNS = (("piece", "stride"), ("lx_piece", "lx_stride"))  # a strided side of a load or store: DRAM, LX
+
+
 def check_pieces(a: dict[str, Any], path: str, source: str) -> None:
-    """A strided load or store: whole-stick pieces that divide its bytes, no two overlapping."""
-    for field, other in (("piece", "stride"), ("stride", "piece")):
-        if field not in a:
-            raise ProgramError(f"a strided transfer needs both piece and stride; {other} alone given", source,
-                               path)
-    if a["piece"] % STICK_BYTES or a["bytes"] % a["piece"]:
-        raise ProgramError(f"must be whole {STICK_BYTES} B sticks that divide bytes ({a['bytes']})", source,
-                           path + ".piece")
-    if a["stride"] < a["piece"] or a["stride"] % STICK_BYTES:
-        raise ProgramError(f"must be whole {STICK_BYTES} B sticks, at least piece ({a['piece']})", source,
-                           path + ".stride")
+    """A strided side of a load or store (DRAM: piece and stride; LX: lx_piece and lx_stride): whole-stick
+    pieces that divide its bytes, no two overlapping."""
+    for piece, stride in PATTERNS:
+        if piece not in a and stride not in a:
+            continue
+        for field, other in ((piece, stride), (stride, piece)):
+            if field not in a:
+                raise ProgramError(f"a strided side needs both {piece} and {stride}; {other} alone given", source,
+                                   path)
+        if a[piece] % STICK_BYTES or a["bytes"] % a[piece]:
+            raise ProgramError(f"must be whole {STICK_BYTES} B sticks that divide bytes ({a['bytes']})", source,
+                               f"{path}.{piece}")
+        if a[stride] < a[piece] or a[stride] % STICK_BYTES:
+            raise ProgramError(f"must be whole {STICK_BYTES} B sticks, at least {piece} ({a[piece]})", source,
+                               f"{path}.{stride}")
 
 
 def _check_multicast(ins: Instruction, machine: Machine, source: str) -> None:

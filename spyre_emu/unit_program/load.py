@@ -19,12 +19,13 @@ from ..config import DTYPE_BYTES, STICK_BYTES, Machine
 from ..errors import ProgramError
 from ..files import output_name, program_input, read_bytes
 from ..numerics import value_range
-from .checks import CHECKED_PER_CORE, check_instruction, check_pieces
+from .checks import CHECKED_PER_CORE, PATTERNS, check_instruction, check_pieces
 from .columns import build_columns
 from .model import HOST_CORE, Buffer, Instruction, UnitProgram, dram_span
 from .opcodes import CORE_UNITS, HOST_UNIT, UNIT_OPS, unit_kind
 
 FORMAT = "spyre-emu.unit-program"
+PATTERN_FIELDS = frozenset(field for pair in PATTERNS for field in pair)
 BUFFER_ALIGN_BYTES = 4096  # the runtime aligns DRAM allocations to whole bursts: assumed
 Seen = dict[tuple, tuple[dict[str, Any], set[int | None]]]  # _stream's distinct args and the cores that checked them
 
@@ -286,7 +287,7 @@ def _stream(raw: list[dict[str, Any]], core: int, unit: str, where: str, buffers
         pop("note", None)
         if "to" in args:
             args["to"] = tuple(args["to"])  # instructions are compared and hashed by their args
-        if "piece" in args or "stride" in args:
+        if not args.keys().isdisjoint(PATTERN_FIELDS):
             check_pieces(args, path, source)
         if "dram" in args:
             args["dram"] = _resolve_dram(args["dram"], dram_span(args), buffers, machine, source, path)

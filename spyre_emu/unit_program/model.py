@@ -95,9 +95,23 @@ def dma_shape(args: dict) -> tuple[int, int, int]:
 
 
 def dram_pieces(args: dict) -> list[tuple[int, int]]:
-    """(DRAM address, bytes) of each piece a DMA moves (``dma_shape``); LX holds them one after another."""
+    """(DRAM address, bytes) of each piece a DMA moves (``dma_shape``)."""
     total, piece, stride = dma_shape(args)
     return [(args["dram"] + i * stride, piece) for i in range(total // piece)]
+
+
+def lx_pieces(args: dict) -> list[tuple[int, int]]:
+    """(LX offset, bytes) of each piece of a DMA's scratchpad side: ``lx_piece`` bytes ``lx_stride`` apart
+    from ``lx`` (a pattern on the LX side too), or all its bytes at ``lx``. The bytes pair up in order
+    with ``dram_pieces``', whatever either side's cut."""
+    total, piece = args["bytes"], args.get("lx_piece", args["bytes"])
+    return [(args["lx"] + i * args.get("lx_stride", piece), piece) for i in range(total // piece)]
+
+
+def lx_span(args: dict) -> int:
+    """Bytes from a DMA's first LX byte to its last."""
+    total, piece = args["bytes"], args.get("lx_piece", args["bytes"])
+    return (total // piece - 1) * args.get("lx_stride", piece) + piece
 
 
 def dram_span(args: dict) -> int:

@@ -233,6 +233,21 @@ def test_strided_and_multicast_loads_move_bytes(tmp_path, tiny):
     np.testing.assert_array_equal(out["z"], want)
 
 
+def test_an_lx_pattern_places_and_gathers_sticks(tmp_path, tiny):
+    """x's 8 rows loaded whole into every second LX slot (lx_piece one stick, lx_stride two), then stored
+    whole from LX slots 2..9 with two-stick pieces four slots apart: rows 1, 5 | 2, 6 | 3, 7 | 4, 8 of the
+    loaded sticks are slots 2-3, 6-7, 10-11, 14-15, i.e. x rows 1, 3, 5, 7 each followed by a zero slot."""
+    x = np.arange(8 * 64, dtype=np.float16).reshape(8, 64) + 1
+    cores = {0: {"load": [{"op": "load", "dram": "x", "lx": 0, "bytes": 8 * STICK, "lx_piece": STICK,
+                           "lx_stride": 2 * STICK, "signal": ["a"]}],
+                 "store": [{"op": "store", "lx": 2 * STICK, "dram": "y", "bytes": 8 * STICK, "lx_piece": 2 * STICK,
+                            "lx_stride": 4 * STICK, "wait": ["a"]}]}}
+    data = program(cores, {"x": _buf(x), "y": _buf(x, output="y.npy")})
+    want = np.zeros_like(x)
+    want[0::2] = x[1::2]
+    np.testing.assert_array_equal(_run(tmp_path, tiny, data, {"x": x})["y"], want)
+
+
 def _examples_module():
     return load_script(ROOT / "examples" / "make_programs.py")
 

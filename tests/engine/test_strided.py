@@ -60,3 +60,15 @@ def test_a_send_is_set_up_too(tiny_with, run_units):
     plain = run_units(tiny_with(), {0: {"send": [send]}})
     setup = run_units(tiny_with("dma.piece_setup_cycles=10"), {0: {"send": [send]}})
     assert setup.total_cycles == plain.total_cycles + 10
+
+
+def test_an_lx_pattern_costs_nothing_in_dram(tiny_with, run_units):
+    """A pattern on the LX side leaves the DRAM side one piece: 4 whole sticks into every fourth LX slot end
+    exactly when the plain load does (its piece set up once); the same bytes as 4 one-stick pieces in DRAM
+    (set up one after another, each from its predecessor's issue) take longer."""
+    machine = tiny_with("dma.piece_setup_cycles=10")
+    plain = run_units(machine, {0: {"load": [_load(0, 4 * STICK)]}})
+    patterned = run_units(machine, {0: {"load": [_load(0, 4 * STICK, lx_piece=STICK, lx_stride=4 * STICK)]}})
+    pieces = run_units(machine, {0: {"load": [_load(0, 4 * STICK, piece=STICK, stride=STICK * 2)]}})
+    assert patterned.total_cycles == plain.total_cycles
+    assert pieces.total_cycles > plain.total_cycles

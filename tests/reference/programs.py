@@ -92,10 +92,13 @@ def _multicast(machine: Machine, core: int, data: st.DataObject, dram: int, stic
 
 
 def _strided(core: int, op: str, data: st.DataObject, dram: int) -> Step:
-    """A strided descriptor: pieces of a few sticks, some stride apart (gaps of 0 to 40 sticks)."""
+    """A strided descriptor: pieces of a few sticks, some stride apart (gaps of 0 to 40 sticks); sometimes a
+    pattern on the LX side as well (one-stick pieces, gaps of 0 to 3 sticks)."""
     piece, pieces = data.draw(st.integers(1, 8)), data.draw(st.integers(1, 40))
     ins = {"op": op, "dram": dram, "lx": 0 if op == "load" else LX_OUT, "bytes": piece * pieces * STICK_BYTES,
            "piece": piece * STICK_BYTES, "stride": (piece + data.draw(st.integers(0, 40))) * STICK_BYTES}
+    if data.draw(st.booleans()):
+        ins.update(lx_piece=STICK_BYTES, lx_stride=data.draw(st.integers(1, 4)) * STICK_BYTES)
     return [(core, op, ins)]
 
 

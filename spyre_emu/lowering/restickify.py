@@ -24,7 +24,7 @@ from ..errors import ProgramError
 from ..kernel_program import Tensor, TensorLayout, dim_map, elems_per_stick
 from ..kernel_program.model import Kernel
 from .placement import check_division, core_runs, division, run_ids, stick_hosts, stick_of
-from .streams import CoreStreams, Emit, Item
+from .streams import CoreStreams, Emit, Item, dma_item
 from .target import Stepper, Target
 
 
@@ -51,16 +51,64 @@ def lower_blocks(core: CoreStreams, *, x: str, y: str, blocks: list[tuple[np.nda
 def lower_gather(core: CoreStreams, *, x: tuple[str, ...], y: str, pairs: np.ndarray, budget: int,
                  step: Stepper) -> None:
     """Whole sticks: ``pairs[:, j]`` = (input tensor in ``x``, its stick, output stick) of the core's j-th
-    output stick."""
+    output stick. LX holds a chunk in output order, or in the inputs' order when that cuts fewer DRAM
+    pieces (an outer transpose's output runs take every eighth input stick): its stores then pattern LX."""
+    by_source = _source_order_is_shorter(pairs)
+    if by_source:
+        pairs = pairs[:, np.lexsort((pairs[1], pairs[0]))]
     per_set = step(pairs.shape[1], budget // 2)
     for q, start in enumerate(range(0, pairs.shape[1], per_set)):
         at = (q % 2) * per_set * STICK_BYTES
         part = pairs[:, start:start + per_set]
         loads = moves(core, "load", x, part[1], at, part[0])
-        stores = moves(core, "store", y, part[2], at)
+        stores = (scattered if by_source else moves)(core, "store", y, part[2], at)
         loads[-1].setdefault("signal", []).append(f"{core.tag}q{q}.loaded")
         stores[0].setdefault("wait", []).append(f"{core.tag}q{q}.loaded")
         core.wire_chunk(q, loads, {}, stores)
+
+
+def _source_order_is_shorter(pairs: np.ndarray) -> bool:
+    """Whether loading in the inputs' order and storing each output run with an LX pattern moves fewer DRAM
+    pieces (runs of sticks, each set up on its own) than loading in the output's order."""
+    order = np.lexsort((pairs[1], pairs[0]))
+    slot = np.empty_like(order)
+    slot[order] = np.arange(order.size)
+    by_output = _runs(pairs[1], pairs[0]) + _runs(pairs[2])
+    by_source = _runs(pairs[1, order], pairs[0, order]) + _segments(pairs[2], slot).size
+    return bool(by_source < by_output)
+
+
+def _runs(ids: np.ndarray, which: np.ndarray | None = None) -> int:
+    """Maximal runs of consecutive sticks (of one tensor) in ``ids``."""
+    breaks = np.diff(ids) != 1
+    if which is not None:
+        breaks |= np.diff(which) != 0
+    return int(breaks.sum()) + 1
+
+
+def _segments(sticks: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Where each run of consecutive ``sticks`` (ascending) whose ``slots`` step forward by one stride starts."""
+    step = np.diff(slots)
+    head = np.concatenate([[True], (np.diff(sticks) != 1) | (step < 1)])
+    for k in (np.flatnonzero(step[1:] != step[:-1]) + 2).tolist():  # a stride change cuts a run of three or more
+        head[k] |= not head[k - 1]
+    return np.flatnonzero(head)
+
+
+def scattered(core: CoreStreams, unit: str, tensor: str, ids: np.ndarray, lx: int) -> list[Item]:
+    """DMA between device sticks ``ids`` of ``tensor`` (LX slot i <-> ids[i]) and LX from ``lx``: one
+    descriptor per run of consecutive sticks, its LX side a pattern of one-stick pieces at the slots'
+    stride."""
+    order = np.argsort(ids, kind="stable")
+    sticks = ids[order]
+    heads = _segments(sticks, order)
+    items = []
+    for h, n in zip(heads.tolist(), np.diff(np.append(heads, sticks.size)).tolist(), strict=True):
+        item = dma_item(unit, tensor, int(sticks[h]), n, lx + int(order[h]) * STICK_BYTES)
+        if n > 1 and order[h + 1] - order[h] != 1:
+            item.update(lx_piece=STICK_BYTES, lx_stride=int(order[h + 1] - order[h]) * STICK_BYTES)
+        items.append(core.add(unit, item))
+    return items
 
 
 def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.ndarray, lx: int,

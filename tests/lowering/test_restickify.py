@@ -154,13 +154,33 @@ def test_bad_x_shape(tmp_path, spyre):
 
 
 def test_a_gather_at_a_constant_stride_is_one_strided_descriptor(tmp_path, spyre):
-    """(16 * 8, 128) read as (16, 8, 128), outer dims swapped, on 4 x 2 cores: a core's 32 output rows of one stick
-    column are two runs of 16 consecutive rows (b fixed), each from input rows a * 8 + b, one stick 8 sticks apart.
-    Each is one load of 16 one-stick pieces, not 16 loads: 16 loads in all, 2 a core."""
+    """(16 * 8, 128) read as (16, 8, 128), outer dims swapped, on 8 x 2 cores: a core's 16 output rows of one stick
+    column are one run (b fixed), from input rows a * 8 + b, one stick 8 sticks apart. In either order it is 16
+    one-stick DRAM pieces and one run, so LX keeps the output's order: one load of 16 one-stick pieces, not 16
+    loads, and one plain store. 16 loads in all, 1 a core."""
+    path, x = _reshaped_program(tmp_path, (16 * 8, 128), (16, 8, 128), (1, 0, 2), (8 * 16, 128), (8, 2))
+    program = load(path, spyre)
+    loads = [i.args for i in program.units.instructions() if i.op == "load"]
+    stores = [i.args for i in program.units.instructions() if i.op == "store"]
+    assert len(loads) == len(stores) == 16
+    assert all((a["bytes"], a["piece"], a["stride"]) == (16 * 128, 128, 8 * 128) for a in loads)
+    assert all(a.keys() == {"dram", "lx", "bytes"} and a["bytes"] == 16 * 128 for a in stores)
+    got = run(program, spyre, functional=True).outputs["y"]
+    np.testing.assert_array_equal(got, x.reshape(16, 8, 128).transpose(1, 0, 2).reshape(8 * 16, 128))
+
+
+def test_a_gather_loads_in_input_order_when_that_cuts_fewer_pieces(tmp_path, spyre):
+    """The same transpose on 4 x 2 cores: a core's 32 output rows are two runs (b = 2c, 2c + 1), from input rows
+    a * 8 + b. In output order that is 32 one-stick loads; in input order, 16 runs of 2 sticks 8 sticks apart
+    (one strided load) and two stores, each 16 sticks whole in DRAM whose LX side takes every second slot."""
     path, x = _reshaped_program(tmp_path, (16 * 8, 128), (16, 8, 128), (1, 0, 2), (8 * 16, 128), (4, 2))
     program = load(path, spyre)
     loads = [i.args for i in program.units.instructions() if i.op == "load"]
-    assert len(loads) == 16
-    assert all((a["bytes"], a["piece"], a["stride"]) == (16 * 128, 128, 8 * 128) for a in loads)
+    stores = [i.args for i in program.units.instructions() if i.op == "store"]
+    assert len(loads) == 8
+    assert len(stores) == 16
+    assert all((a["bytes"], a["piece"], a["stride"]) == (32 * 128, 2 * 128, 8 * 128) for a in loads)
+    assert all((a["bytes"], a["lx_piece"], a["lx_stride"]) == (16 * 128, 128, 2 * 128) for a in stores)
+    assert sorted(a["lx"] for a in stores) == [0] * 8 + [128] * 8  # the first chunk: input slot a * 2 + (b - 2c)
     got = run(program, spyre, functional=True).outputs["y"]
     np.testing.assert_array_equal(got, x.reshape(16, 8, 128).transpose(1, 0, 2).reshape(8 * 16, 128))

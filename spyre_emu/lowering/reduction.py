@@ -71,6 +71,9 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
     the SFUs reduce them (what a DMA unit keeps in flight), so a step's work follows its loads instead of waiting
     for the last of them."""
     positions = len(share.x_ids)
+    # across sticks from DRAM, an output stick's positions load and reduce in pieces of what a DMA unit keeps in
+    # flight, so its SFU follows the loads (one output stick a core otherwise waits for all of them)
+    seg = positions if share.along or share.x_home else min(positions, stream)
     chunk = step(len(share.y_ids), (budget - CONSTANTS) // (2 * share.room))
     consts = core.dma("load", share.constants, [(0, CONSTANTS)], 0) if share.constants else []
     pieces = chunks(as_runs(share.y_ids), chunk)
@@ -79,8 +82,8 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
     for q, (piece, n) in enumerate(zip(pieces, sizes, strict=True)):
         region = [(CONSTANTS + ((q % 2) * share.room + i) * chunk) * STICK_BYTES for i in range(share.room)]
         loads = consts if q == 0 else []
-        srcs, ends = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads)
-        groups = _groups(ends, max(1, stream // (n if share.along else positions)))
+        srcs, ends = _inputs(core, share, share.x_ids[:, done:done + n], region[0], loads, seg)
+        groups = _groups(ends, max(1, stream // (n if share.along else seg)))
         acc, out = stick_addrs(region[positions], n), stick_addrs(region[positions + 1], n)
         if share.y_home and share.member == 0:
             out = share.y_home.addr(core.core, share.y_ids[done:done + n], *share.where)
@@ -89,7 +92,7 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
         for unit, (lo, hi) in halves(n).items():
             pad = stick_addrs(region[positions + 2] + lo * STICK_BYTES, hi - lo)
             dst = out if share.group == 1 and not share.along else acc
-            ops = _streamed(_partial_ops(share, srcs, lo, hi, dst[lo:hi], pad, region[0]), groups,
+            ops = _streamed(_partial_ops(share, srcs, (lo, hi, seg), dst[lo:hi], pad, region[0]), groups,
                             f"{core.tag}q{q}.", unit)
             if share.member == 0:
                 ops += _combine_ops(share, q, len(pieces), unit, acc[lo:hi], [r[lo:hi] for r in recv])
@@ -105,18 +108,21 @@ def lower_reduction(core: CoreStreams, share: Share, budget: int, step: Stepper,
         done += n
 
 
-def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int,
-            loads: list[Item]) -> tuple[list[np.ndarray], list[int]]:
+def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int, loads: list[Item],
+            seg: int) -> tuple[list[np.ndarray], list[int]]:
     """Addresses of the chunk's input sticks: along the stick, one array per position over the
     output sticks; across sticks, each output stick's positions side by side from ``x_lx``. With
-    them, from DRAM, the index in ``loads`` of the last load of each position (along) or output stick."""
-    columns = ids if share.along else ids.T  # what one load brings
+    them, from DRAM, the index in ``loads`` of the last load of each position (along) or of each ``seg``
+    positions of an output stick (across)."""
+    columns = ids if share.along else ids.T  # what one load brings, across sticks in pieces of seg
     if share.x_home:
         return [share.x_home.addr(core.core, c, *share.where) for c in columns], []
     ends = []
     for i, c in enumerate(columns):
-        loads += core.dma("load", share.x, as_runs(c), x_lx + i * len(c) * STICK_BYTES)
-        ends.append(len(loads) - 1)
+        for s in range(0, len(c), len(c) if share.along else seg):
+            part = c if share.along else c[s:s + seg]
+            loads += core.dma("load", share.x, as_runs(part), x_lx + (i * len(c) + s) * STICK_BYTES)
+            ends.append(len(loads) - 1)
     return [stick_addrs(x_lx + i * len(c) * STICK_BYTES, len(c)) for i, c in enumerate(columns)], ends
 
 
@@ -141,25 +147,17 @@ def _streamed(stages: list[tuple[int, list[Item]]], groups: list[tuple[int, int]
     return ops
 
 
-def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np.ndarray, pad: np.ndarray,
+def _partial_ops(share: Share, srcs: list[np.ndarray], span: tuple[int, int, int], dst: np.ndarray, pad: np.ndarray,
                  x_lx: int) -> list[tuple[int, list[Item]]]:
     """Reduce this core's positions of output sticks [lo, hi) into ``dst``, in stages: (the last position, or
-    across sticks the output stick, a stage reads; its ops)."""
+    across sticks the last load, a stage reads; its ops). ``span`` = (lo, hi, seg); across sticks an output
+    stick's positions are reduced seg at a time as their loads arrive, each later piece into its ``pad`` stick
+    and folded into ``dst``."""
+    lo, hi, seg = span
     dt = share.dtype
     if not share.along:
-        reduce = "reduce_max" if share.op in ("max", "min") else "reduce_sum"
-        stages = []
-        for j in range(lo, hi):
-            src, ops = srcs[j], []
-            side = src
-            if share.op == "min" or not (np.diff(src) == STICK_BYTES).all():
-                # min(x) = -max(-x); LX inputs are gathered side by side first, never changed
-                side = stick_addrs(x_lx + j * len(src) * STICK_BYTES, len(src))
-                ops += sfu_ops("neg" if share.op == "min" else "copy", [src], side, dt)
-            ops.append({"op": reduce, "a": int(side[0]), "out": int(dst[j - lo]), "sticks": len(src)}
-                       | ({"dtype": dt} if dt != "fp16" else {}))
-            stages.append((j, ops))
-        return stages
+        return [stage for j in range(lo, hi) for stage in _across_ops(share, srcs[j], j, seg, (dst[j - lo],
+                                                                                              pad[j - lo]), x_lx)]
     srcs = [s[lo:hi] for s in srcs]
     last = len(srcs) - 1
     mask = []
@@ -172,6 +170,31 @@ def _partial_ops(share: Share, srcs: list[np.ndarray], lo: int, hi: int, dst: np
                                                            for src in srcs[2:]]
     stages[-1] = mask + stages[-1]  # the mask just before the stage that reads the last position
     return [(i + 1, stage) for i, stage in enumerate(stages)]  # stage i reads position i + 1 (and 0)
+
+
+def _across_ops(share: Share, src: np.ndarray, j: int, seg: int, into: tuple[int, int],
+                x_lx: int) -> list[tuple[int, list[Item]]]:
+    """Output stick ``j``'s positions (at ``src``) reduced side by side, seg at a time: the first piece into
+    ``into[0]``, each later one into ``into[1]`` and folded in. min(x) = -max(-x); LX inputs are gathered
+    side by side first, never changed."""
+    dt, (out, spare) = share.dtype, into
+    reduce = "reduce_max" if share.op in ("max", "min") else "reduce_sum"
+    fold_op = "max" if share.op in ("max", "min") else "add"
+    side = src
+    gather = share.op == "min" or not (np.diff(src) == STICK_BYTES).all()
+    if gather:
+        side = stick_addrs(x_lx + j * len(src) * STICK_BYTES, len(src))
+    pieces = -(-len(src) // seg)
+    stages = []
+    for k, start in enumerate(range(0, len(src), seg)):
+        ops = sfu_ops("neg" if share.op == "min" else "copy", [src[start:start + seg]], side[start:start + seg],
+                      dt) if gather else []
+        ops.append({"op": reduce, "a": int(side[start]), "out": int(spare if k else out),
+                    "sticks": len(side[start:start + seg])} | ({"dtype": dt} if dt != "fp16" else {}))
+        if k:
+            ops += sfu_ops(fold_op, [np.array([out]), np.array([spare])], np.array([out]), dt)
+        stages.append((j * pieces + k, ops))
+    return stages
 
 
 def _combine_ops(share: Share, q: int, chunks_: int, unit: str, acc: np.ndarray,

@@ -102,7 +102,8 @@ def test_split_reduction_on_more_cores_finishes_sooner(tmp_path, spyre):
 
 @pytest.mark.parametrize("op", sorted(REFERENCE))
 @pytest.mark.parametrize(("shape", "dim", "slices"), [((512, 1024), 0, (1, 1)), ((63, 129), 0, (1, 3)),
-                                                      ((4, 6, 128), 1, (2, 1, 1))])
+                                                      ((4, 6, 128), 1, (2, 1, 1)),
+                                                      ((1100, 64), 0, (1, 1))])  # pieces of 512, 512, 76 rows
 def test_over_a_dim_outside_the_stick(tmp_path, spyre, op, shape, dim, slices):
     path, x = _program(tmp_path, op, shape, slices, dim)
     got = run(load(path, spyre), spyre, functional=True).outputs["y"]
@@ -135,12 +136,14 @@ def test_two_reduced_dims_are_refused(tmp_path, spyre):
 
 
 @pytest.mark.parametrize(("shape", "slices", "dim"), [((64, 8192), (1, 1), -1), ((64, 4100), (2, 1), -1),
-                                                      ((32, 16384), (1, 2), -1), ((512, 4096), (1, 32), 0)])
+                                                      ((32, 16384), (1, 2), -1), ((512, 4096), (1, 32), 0),
+                                                      ((2048, 2048), (1, 32), 0)])
 def test_folds_follow_the_loads_of_their_positions(tmp_path, spyre, shape, slices, dim):
     """A reduction from DRAM reduces each group of loads (what a DMA unit keeps in flight: positions along the
-    stick, output sticks across) as soon as it is in LX: the SFUs start before the last load ends, yet no SFU
-    op reads a stick of LX before the load that brings it there has ended; the values stay exact (a padded
-    last stick, the reduced dim split over two cores, and a reduction over rows included)."""
+    stick, output sticks across, or an output stick's rows in pieces of as many when a core has few) as soon as
+    it is in LX: the SFUs start before the last load ends, yet no SFU op reads a stick of LX before the load
+    that brings it there has ended; the values stay exact (a padded last stick, the reduced dim split over two
+    cores, and reductions over rows, one of 2048 rows into one output stick a core, included)."""
     path, x = _program(tmp_path, "max", shape, slices, dim)
     result = run(load(path, spyre), spyre, functional=True)
     np.testing.assert_allclose(result.outputs["y"].astype(np.float32), x.astype(np.float32).max(dim, keepdims=True),

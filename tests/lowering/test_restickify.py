@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from spyre_emu.errors import ProgramError
+from spyre_emu.lowering.restickify import unique_rows
 from spyre_emu.pipeline import load, run
 from tests.conftest import card_fp16
 
@@ -184,3 +185,14 @@ def test_a_gather_loads_in_input_order_when_that_cuts_fewer_pieces(tmp_path, spy
     assert sorted(a["lx"] for a in stores) == [0] * 8 + [128] * 8  # the first chunk: input slot a * 2 + (b - 2c)
     got = run(program, spyre, functional=True).outputs["y"]
     np.testing.assert_array_equal(got, x.reshape(16, 8, 128).transpose(1, 0, 2).reshape(8 * 16, 128))
+
+
+def testunique_rows_is_numpys_unique_over_rows():
+    """The transpose planner's row grouping (one lexsort) gives np.unique(axis=0)'s rows, order and inverse."""
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        a = rng.integers(-1, 4, size=(int(rng.integers(1, 60)), int(rng.integers(1, 6))))
+        rows, group = unique_rows(a)
+        want_rows, want_group = np.unique(a, axis=0, return_inverse=True)
+        np.testing.assert_array_equal(rows, want_rows)
+        np.testing.assert_array_equal(group, want_group.reshape(-1))

@@ -122,6 +122,8 @@ def moves(core: CoreStreams, unit: str, tensor: str | tuple[str, ...], ids: np.n
     strided descriptor, as a DMA unit issues them back to back either way: a gather of scattered sticks is
     100,000s of one-stick runs, and mostly a few patterns (an outer transpose's, 8 sticks apart)."""
     names = (tensor,) if isinstance(tensor, str) else tensor
+    if which is None and ids.size and ids[0] >= 0 and ids[-1] - ids[0] == ids.size - 1 and (np.diff(ids) == 1).all():
+        return core.dma(unit, names[0], [(int(ids[0]), ids.size)], lx)  # one run (a transpose block's sticks, mostly)
     which = np.zeros_like(ids) if which is None else which
     slots = np.flatnonzero(ids >= 0)
     if not slots.size:

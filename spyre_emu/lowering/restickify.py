@@ -71,7 +71,8 @@ def _source_order_is_shorter(pairs: np.ndarray) -> bool:
     """Whether loading in the inputs' order and storing each output run with an LX pattern moves fewer DRAM
     pieces (runs of sticks, each set up on its own) than loading in the output's order. Inputs already
     ascending in output order (most gathers: views that keep rows together, cat) are in both orders at once."""
-    if (np.diff(pairs[0]) >= 0).all() and (np.diff(pairs[1])[np.diff(pairs[0]) == 0] > 0).all():
+    tensor_step = np.diff(pairs[0])
+    if (tensor_step >= 0).all() and (np.diff(pairs[1])[tensor_step == 0] > 0).all():
         return False
     order = np.lexsort((pairs[1], pairs[0]))
     slot = np.empty_like(order)

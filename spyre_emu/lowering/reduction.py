@@ -119,9 +119,9 @@ def _inputs(core: CoreStreams, share: Share, ids: np.ndarray, x_lx: int, loads: 
         return [share.x_home.addr(core.core, c, *share.where) for c in columns], []
     ends = []
     for i, c in enumerate(columns):
-        for s in range(0, len(c), len(c) if share.along else seg):
-            part = c if share.along else c[s:s + seg]
-            loads += core.dma("load", share.x, as_runs(part), x_lx + (i * len(c) + s) * STICK_BYTES)
+        step = len(c) if share.along else seg
+        for s in range(0, len(c), step):
+            loads += core.dma("load", share.x, as_runs(c[s:s + step]), x_lx + (i * len(c) + s) * STICK_BYTES)
             ends.append(len(loads) - 1)
     return [stick_addrs(x_lx + i * len(c) * STICK_BYTES, len(c)) for i, c in enumerate(columns)], ends
 

@@ -53,9 +53,10 @@ def lower_gather(core: CoreStreams, *, x: tuple[str, ...], y: str, pairs: np.nda
     """Whole sticks: ``pairs[:, j]`` = (input tensor in ``x``, its stick, output stick) of the core's j-th
     output stick. LX holds a chunk in output order, or in the inputs' order when that cuts fewer DRAM
     pieces (an outer transpose's output runs take every eighth input stick): its stores then pattern LX."""
-    by_source = _source_order_is_shorter(pairs)
+    order = _source_order(pairs)
+    by_source = order is not None
     if by_source:
-        pairs = pairs[:, np.lexsort((pairs[1], pairs[0]))]
+        pairs = pairs[:, order]
     per_set = step(pairs.shape[1], budget // 2)
     for q, start in enumerate(range(0, pairs.shape[1], per_set)):
         at = (q % 2) * per_set * STICK_BYTES
@@ -67,19 +68,20 @@ def lower_gather(core: CoreStreams, *, x: tuple[str, ...], y: str, pairs: np.nda
         core.wire_chunk(q, loads, {}, stores)
 
 
-def _source_order_is_shorter(pairs: np.ndarray) -> bool:
-    """Whether loading in the inputs' order and storing each output run with an LX pattern moves fewer DRAM
-    pieces (runs of sticks, each set up on its own) than loading in the output's order. Inputs already
-    ascending in output order (most gathers: views that keep rows together, cat) are in both orders at once."""
+def _source_order(pairs: np.ndarray) -> np.ndarray | None:
+    """The pairs in the inputs' order when loading so and storing each output run with an LX pattern moves
+    fewer DRAM pieces (runs of sticks, each set up on its own) than loading in the output's order; else None.
+    Inputs already ascending in output order (most gathers: views that keep rows together, cat) are in both
+    orders at once."""
     tensor_step = np.diff(pairs[0])
     if (tensor_step >= 0).all() and (np.diff(pairs[1])[tensor_step == 0] > 0).all():
-        return False
+        return None
     order = np.lexsort((pairs[1], pairs[0]))
     slot = np.empty_like(order)
     slot[order] = np.arange(order.size)
     by_output = _runs(pairs[1], pairs[0]) + _runs(pairs[2])
     by_source = _runs(pairs[1, order], pairs[0, order]) + _segments(pairs[2], slot).size
-    return bool(by_source < by_output)
+    return order if by_source < by_output else None
 
 
 def _runs(ids: np.ndarray, which: np.ndarray | None = None) -> int:
